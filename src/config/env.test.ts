@@ -1,0 +1,37 @@
+import { EnvError, loadEnv } from './env';
+
+describe('loadEnv', () => {
+  it('applies defaults', () => {
+    const env = loadEnv({});
+    expect(env.PORT).toBe(20128);
+    expect(env.HOST).toBe('127.0.0.1');
+    expect(env.QUEUE_PREFIX).toBe('engram');
+    expect(env.WORKER_QUEUES.length).toBeGreaterThan(0);
+  });
+
+  it('names each invalid variable and what was expected', () => {
+    expect(() => loadEnv({ PORT: 'abc', REDIS_URL: 'http://x', WORKER_QUEUES: 'nope' })).toThrow(EnvError);
+    try {
+      loadEnv({ PORT: 'abc', REDIS_URL: 'http://x', WORKER_QUEUES: 'nope' });
+    } catch (err) {
+      const msg = (err as Error).message;
+      expect(msg).toMatch(/PORT: .*number/i);
+      expect(msg).toMatch(/REDIS_URL: expected a redis:\/\//);
+      expect(msg).toMatch(/WORKER_QUEUES: unknown queue\(s\) nope/);
+    }
+  });
+
+  it('parses booleans strictly', () => {
+    expect(loadEnv({ VECTOR_STORE_DISABLE_VEC: 'yes' }).VECTOR_STORE_DISABLE_VEC).toBe(true);
+    expect(() => loadEnv({ VECTOR_STORE_DISABLE_VEC: 'maybe' })).toThrow(/VECTOR_STORE_DISABLE_VEC/);
+  });
+
+  it('parses per-queue concurrency', () => {
+    expect(loadEnv({ WORKER_CONCURRENCY: 'maintenance=3' }).WORKER_CONCURRENCY).toEqual({ maintenance: 3 });
+    expect(() => loadEnv({ WORKER_CONCURRENCY: 'maintenance=zero' })).toThrow(/WORKER_CONCURRENCY/);
+  });
+
+  it('rejects a short MANAGEMENT_TOKEN', () => {
+    expect(() => loadEnv({ MANAGEMENT_TOKEN: 'short' })).toThrow(/MANAGEMENT_TOKEN: must be at least 16/);
+  });
+});

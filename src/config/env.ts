@@ -1,0 +1,137 @@
+import path from 'node:path';
+import { z } from 'zod';
+import { QUEUE_NAMES, type QueueName } from '../queue/queue-names';
+
+export { QUEUE_NAMES, type QueueName };
+
+const TRUE = new Set(['true', '1', 'yes', 'on']);
+const FALSE = new Set(['false', '0', 'no', 'off', '']);
+
+/** A boolean env var: true|false|1|0|yes|no|on|off (case-insensitive). */
+const envBool = (def: boolean) =>
+  z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      if (v === undefined) return def;
+      const s = v.trim().toLowerCase();
+      if (TRUE.has(s)) return true;
+      if (FALSE.has(s)) return false;
+      ctx.addIssue({ code: 'custom', message: 'expected one of true|false|1|0|yes|no|on|off' });
+      return z.NEVER;
+    });
+
+const int = (def: number, min: number, max: number) => z.coerce.number().int().min(min).max(max).default(def);
+const optionalString = z
+  .string()
+  .optional()
+  .transform((v) => (v === undefined || v.trim() === '' ? undefined : v.trim()));
+
+
+/** Every variable Engram reads; `.env.example` documents each one. */
+export const envSchema = z.object({
+  NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
+  PORT: int(20128, 0, 65535),
+  HOST: z.string().min(1).default('127.0.0.1'),
+  DATA_DIR: z.string().min(1).default('./data'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  MANAGEMENT_TOKEN: optionalString.pipe(z.string().min(16, 'must be at least 16 characters').optional()),
+  BODY_LIMIT_BYTES: int(1_048_576, 1024, 64 * 1_048_576),
+  SHUTDOWN_GRACE_MS: int(10_000, 0, 600_000),
+  SQLITE_BUSY_TIMEOUT_MS: int(5000, 5000, 120_000),
+  VECTOR_STORE_DISABLE_VEC: envBool(false),
+  MEMORY_CACHE_MAX: int(500, 1, 1_000_000),
+  MEMORY_CACHE_TTL_MS: int(60_000, 1, 86_400_000),
+  SETTINGS_CACHE_TTL_MS: int(2000, 0, 600_000),
+
+  REDIS_URL: optionalString.pipe(z.url({ protocol: /^rediss?$/, error: 'expected a redis:// or rediss:// URL' }).optional()),
+  QUEUE_PREFIX: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'expected letters, digits, _ . -').default('engram'),
+  REDIS_COMMAND_TIMEOUT_MS: int(500, 50, 60_000),
+  WORKER_QUEUES: z
+    .string()
+    .default('all')
+    .transform((v, ctx) => {
+      const parts = v.split(',').map((s) => s.trim()).filter(Boolean);
+      if (parts.length === 0 || parts.includes('all')) return [...QUEUE_NAMES];
+      const bad = parts.filter((p) => !(QUEUE_NAMES as readonly string[]).includes(p));
+      if (bad.length) {
+        ctx.addIssue({ code: 'custom', message: `unknown queue(s) ${bad.join(', ')}; expected all or a list of ${QUEUE_NAMES.join(', ')}` });
+        return z.NEVER;
+      }
+      return parts as QueueName[];
+    }),
+  WORKER_CONCURRENCY: z
+    .string()
+    .default('')
+    .transform((v, ctx) => {
+      const out: Partial<Record<QueueName, number>> = {};
+      for (const part of v.split(',').map((s) => s.trim()).filter(Boolean)) {
+        const m = /^([a-z]+)=(\d+)$/.exec(part);
+        if (!m || !(QUEUE_NAMES as readonly string[]).includes(m[1]) || Number(m[2]) < 1 || Number(m[2]) > 256) {
+          ctx.addIssue({ code: 'custom', message: `expected queue=n pairs (n 1-256), got "${part}"` });
+          return z.NEVER;
+        }
+        out[m[1] as QueueName] = Number(m[2]);
+      }
+      return out;
+    }),
+  WORKER_STALLED_INTERVAL_MS: int(30_000, 1000, 600_000),
+  WORKER_LOCK_DURATION_MS: int(30_000, 1000, 600_000),
+  REPAIR_SWEEP_EVERY_MS: int(60_000, 1000, 86_400_000),
+  EXPIRE_EVERY_MS: int(300_000, 1000, 86_400_000),
+
+  UPSTREAM_BASE_URL: z.url({ protocol: /^https?$/, error: 'expected an http(s) URL' }).default('https://api.openai.com/v1'),
+  UPSTREAM_API_KEY: optionalString,
+  UPSTREAM_TIMEOUT_MS: int(120_000, 1000, 3_600_000),
+
+  // Embeddings (DESIGN §7; names of the original where it had them).
+  MEMORY_STATIC_MODEL: z.string().min(1).default('minishlab/potion-base-8M'),
+  MEMORY_STATIC_CACHE_DIR: optionalString,
+  MEMORY_TRANSFORMERS_MODEL: z.string().min(1).default('Xenova/all-MiniLM-L6-v2'),
+  MEMORY_TRANSFORMERS_CACHE_DIR: optionalString,
+  HF_HUB_ENDPOINT: z.url({ protocol: /^https?$/, error: 'expected an http(s) URL' }).default('https://huggingface.co'),
+  MEMORY_EMBEDDING_CACHE_TTL_MS: int(300_000, 1, 86_400_000),
+  MEMORY_EMBEDDING_CACHE_MAX: int(1000, 1, 1_000_000),
+  MEMORY_EMBEDDING_TIMEOUT_MS: int(15_000, 100, 600_000),
+  MEMORY_EMBEDDING_BATCH_SIZE: int(64, 1, 2048),
+  MEMORY_EMBEDDING_CUSTOM_API_KEY: optionalString,
+  OPENAI_API_KEY: optionalString,
+  MISTRAL_API_KEY: optionalString,
+  TOGETHER_API_KEY: optionalString,
+  JINA_API_KEY: optionalString,
+  VOYAGE_API_KEY: optionalString,
+  NVIDIA_API_KEY: optionalString,
+  OPENROUTER_API_KEY: optionalString,
+  COHERE_API_KEY: optionalString,
+  OLLAMA_BASE_URL: z.url({ protocol: /^https?$/, error: 'expected an http(s) URL' }).default('http://127.0.0.1:11434'),
+  /** Outbound URL policy: allow private/loopback targets (self-hosted endpoints). Metadata hosts stay blocked. */
+  OMNIROUTE_ALLOW_PRIVATE_PROVIDER_URLS: envBool(false),
+
+  // Vector tier and retrieval (DESIGN §4, §7).
+  MEMORY_VEC_QUANTIZATION: z.enum(['none', 'int8']).default('none'),
+  MEMORY_VEC_TOP_K: int(20, 1, 1000),
+  MEMORY_RRF_K: int(60, 1, 10_000),
+  MEMORY_RRF_FTS_WEIGHT: z.coerce.number().min(0).max(100).default(1),
+  MEMORY_RRF_VECTOR_WEIGHT: z.coerce.number().min(0).max(100).default(1),
+  MEMORY_RERANK_TIMEOUT_MS: int(5000, 100, 60_000),
+});
+
+export type Env = z.infer<typeof envSchema>;
+
+/** Thrown when the environment is invalid; the message names each bad variable. */
+export class EnvError extends Error {}
+
+/** Parses an environment (default `process.env`) once; throws EnvError naming each invalid variable. */
+export function loadEnv(source: NodeJS.ProcessEnv = process.env): Env {
+  const r = envSchema.safeParse(source);
+  if (!r.success) {
+    const lines = r.error.issues.map((i) => `  ${i.path.join('.') || '(root)'}: ${i.message}`);
+    throw new EnvError(`Invalid environment:\n${lines.join('\n')}`);
+  }
+  return { ...r.data, DATA_DIR: path.resolve(r.data.DATA_DIR) };
+}
+
+/** Redis URL in effect: REDIS_URL, else the local default. */
+export function redisUrl(env: Env): string {
+  return env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+}

@@ -1,0 +1,266 @@
+import type { Db } from '../connection';
+import type { EventOp, EventSource, ListFilter, Memory, MemoryEvent, MemoryRecord, MemoryType } from '../../memory/types';
+
+interface Row {
+  memory_id: number;
+  id: string;
+  api_key_id: string;
+  session_id: string | null;
+  type: MemoryType;
+  key: string | null;
+  content: string;
+  metadata: string;
+  created_at: string;
+  updated_at: string;
+  expires_at: string | null;
+  content_hash: string;
+  needs_reindex: number;
+  access_count: number;
+  last_accessed_at: string | null;
+}
+
+function parseMetadata(raw: string | null): Record<string, unknown> {
+  if (!raw) return {};
+  try {
+    const v = JSON.parse(raw);
+    return v && typeof v === 'object' && !Array.isArray(v) ? v : {};
+  } catch {
+    return {};
+  }
+}
+
+/** Row → record; malformed metadata JSON reads as {} (as the original). */
+export function rowToRecord(r: Row): MemoryRecord {
+  return {
+    memoryId: r.memory_id,
+    id: r.id,
+    apiKeyId: r.api_key_id,
+    sessionId: r.session_id ?? '',
+    type: r.type,
+    key: r.key ?? '',
+    content: r.content,
+    metadata: parseMetadata(r.metadata),
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+    expiresAt: r.expires_at,
+    contentHash: r.content_hash,
+    needsReindex: r.needs_reindex === 1,
+    accessCount: r.access_count,
+    lastAccessedAt: r.last_accessed_at,
+  };
+}
+
+export interface NewRow {
+  id: string;
+  apiKeyId: string;
+  sessionId: string | null;
+  type: MemoryType;
+  key: string | null;
+  content: string;
+  metadata: Record<string, unknown>;
+  createdAt: string;
+  expiresAt: string | null;
+  contentHash: string;
+}
+
+export interface RowPatch {
+  sessionId?: string | null;
+  type?: MemoryType;
+  key?: string | null;
+  content?: string;
+  metadata?: Record<string, unknown>;
+  expiresAt?: string | null;
+  contentHash?: string;
+  needsReindex?: boolean;
+  updatedAt: string;
+}
+
+const COLS: Record<keyof Omit<RowPatch, 'updatedAt'>, string> = {
+  sessionId: 'session_id',
+  type: 'type',
+  key: 'key',
+  content: 'content',
+  metadata: 'metadata',
+  expiresAt: 'expires_at',
+  contentHash: 'content_hash',
+  needsReindex: 'needs_reindex',
+};
+
+/** Escapes LIKE wildcards so `%` and `_` in a search are literal. */
+function likePattern(q: string): string {
+  return `%${q.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+}
+
+function where(f: ListFilter): { sql: string; params: unknown[] } {
+  const parts: string[] = [];
+  const params: unknown[] = [];
+  if (f.apiKeyId !== undefined) {
+    parts.push('api_key_id = ?');
+    params.push(f.apiKeyId);
+  }
+  if (f.type !== undefined) {
+    parts.push('type = ?');
+    params.push(f.type);
+  }
+  if (f.sessionId !== undefined) {
+    if (f.sessionId === '') parts.push("(session_id IS NULL OR session_id = '')");
+    else {
+      parts.push('session_id = ?');
+      params.push(f.sessionId);
+    }
+  }
+  if (f.q !== undefined && f.q.trim() !== '') {
+    parts.push("(lower(content) LIKE ? ESCAPE '\\' OR lower(coalesce(key, '')) LIKE ? ESCAPE '\\')");
+    const p = likePattern(f.q.trim());
+    params.push(p, p);
+  }
+  return { sql: parts.length ? `WHERE ${parts.join(' AND ')}` : '', params };
+}
+
+/** The only SQL over `memories` and `memory_events`. */
+export class MemoryRepository {
+  constructor(private readonly db: Db) {}
+
+  insert(r: NewRow): number {
+    const info = this.db
+      .prepare(
+        `INSERT INTO memories (id, api_key_id, session_id, type, key, content, metadata, created_at, updated_at, expires_at, content_hash, needs_reindex)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`,
+      )
+      .run(r.id, r.apiKeyId, r.sessionId, r.type, r.key, r.content, JSON.stringify(r.metadata), r.createdAt, r.createdAt, r.expiresAt, r.contentHash);
+    return Number(info.lastInsertRowid);
+  }
+
+  update(memoryId: number, p: RowPatch): void {
+    const sets = ['updated_at = ?'];
+    const params: unknown[] = [p.updatedAt];
+    for (const [field, col] of Object.entries(COLS) as [keyof typeof COLS, string][]) {
+      const v = p[field];
+      if (v === undefined) continue;
+      sets.push(`${col} = ?`);
+      params.push(field === 'metadata' ? JSON.stringify(v) : field === 'needsReindex' ? (v ? 1 : 0) : v);
+    }
+    params.push(memoryId);
+    this.db.prepare(`UPDATE memories SET ${sets.join(', ')} WHERE memory_id = ?`).run(...params);
+  }
+
+  delete(memoryId: number): boolean {
+    return this.db.prepare('DELETE FROM memories WHERE memory_id = ?').run(memoryId).changes > 0;
+  }
+
+  findById(id: string): MemoryRecord | null {
+    const r = this.db.prepare('SELECT * FROM memories WHERE id = ?').get(id) as Row | undefined;
+    return r ? rowToRecord(r) : null;
+  }
+
+  findByMemoryId(memoryId: number): MemoryRecord | null {
+    const r = this.db.prepare('SELECT * FROM memories WHERE memory_id = ?').get(memoryId) as Row | undefined;
+    return r ? rowToRecord(r) : null;
+  }
+
+  findByKey(apiKeyId: string, key: string): MemoryRecord | null {
+    const r = this.db.prepare('SELECT * FROM memories WHERE api_key_id = ? AND key = ?').get(apiKeyId, key) as Row | undefined;
+    return r ? rowToRecord(r) : null;
+  }
+
+  list(f: ListFilter, limit: number, offset: number): MemoryRecord[] {
+    const w = where(f);
+    const rows = this.db
+      .prepare(`SELECT * FROM memories ${w.sql} ORDER BY created_at DESC, memory_id DESC LIMIT ? OFFSET ?`)
+      .all(...w.params, limit, offset) as Row[];
+    return rows.map(rowToRecord);
+  }
+
+  countByType(f: ListFilter): Record<string, number> {
+    const w = where(f);
+    const rows = this.db.prepare(`SELECT type, COUNT(*) AS n FROM memories ${w.sql} GROUP BY type`).all(...w.params) as {
+      type: string;
+      n: number;
+    }[];
+    return Object.fromEntries(rows.map((r) => [r.type, r.n]));
+  }
+
+  /** Σ ceil(len/4) over a key's memories (or all). */
+  tokensUsed(apiKeyId?: string): number {
+    const row = (
+      apiKeyId === undefined
+        ? this.db.prepare('SELECT COALESCE(SUM((LENGTH(content) + 3) / 4), 0) AS t FROM memories').get()
+        : this.db.prepare('SELECT COALESCE(SUM((LENGTH(content) + 3) / 4), 0) AS t FROM memories WHERE api_key_id = ?').get(apiKeyId)
+    ) as { t: number };
+    return row.t;
+  }
+
+  /** Ids of rows past their expiry, oldest expiry first. */
+  expiredIds(nowIso: string, limit: number): string[] {
+    return (
+      this.db
+        .prepare('SELECT id FROM memories WHERE expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at LIMIT ?')
+        .all(nowIso, limit) as { id: string }[]
+    ).map((r) => r.id);
+  }
+
+  insertEvent(e: {
+    memoryId: number;
+    memoryUuid: string;
+    apiKeyId: string;
+    op: EventOp;
+    before: Memory | null;
+    after: Memory | null;
+    source: EventSource;
+    jobId: string | null;
+    requestId: string | null;
+    createdAt: string;
+  }): void {
+    this.db
+      .prepare(
+        `INSERT INTO memory_events (memory_id, memory_uuid, api_key_id, op, before, after, source, job_id, request_id, created_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      )
+      .run(
+        e.memoryId,
+        e.memoryUuid,
+        e.apiKeyId,
+        e.op,
+        e.before ? JSON.stringify(e.before) : null,
+        e.after ? JSON.stringify(e.after) : null,
+        e.source,
+        e.jobId,
+        e.requestId,
+        e.createdAt,
+      );
+  }
+
+  events(memoryUuid: string): MemoryEvent[] {
+    const rows = this.db
+      .prepare('SELECT * FROM memory_events WHERE memory_uuid = ? ORDER BY event_id')
+      .all(memoryUuid) as {
+      event_id: number;
+      memory_uuid: string;
+      api_key_id: string;
+      op: EventOp;
+      before: string | null;
+      after: string | null;
+      source: EventSource;
+      job_id: string | null;
+      request_id: string | null;
+      created_at: string;
+    }[];
+    return rows.map((r) => ({
+      eventId: r.event_id,
+      memoryId: r.memory_uuid,
+      apiKeyId: r.api_key_id,
+      op: r.op,
+      before: r.before ? JSON.parse(r.before) : null,
+      after: r.after ? JSON.parse(r.after) : null,
+      source: r.source,
+      jobId: r.job_id,
+      requestId: r.request_id,
+      createdAt: r.created_at,
+    }));
+  }
+
+  /** SQLite's data_version: changes when another connection commits (cross-process cache coherence). */
+  dataVersion(): number {
+    return this.db.pragma('data_version', { simple: true }) as number;
+  }
+}

@@ -1,0 +1,170 @@
+import type { Statement } from 'better-sqlite3';
+import type { Db } from '../connection';
+import type { PendingReindexRow, VecMeta, VecQuantization } from '../../vector/types';
+
+/** Filter values as bound into SQL: absent filters are null. */
+export interface VecFilterParams {
+  nowIso: string;
+  createdAfterIso: string | null;
+  sessionId: string | null;
+}
+
+/** A KNN candidate; `id` is null when the joined memory is filtered out (expired, old, other session) or gone. */
+export interface KnnCandidate {
+  memoryId: number;
+  distance: number;
+  id: string | null;
+}
+
+/** A scored row that passed the filters. */
+export interface ScoredRow {
+  memoryId: number;
+  distance: number;
+  id: string;
+}
+
+// The memory-side filters shared by the KNN join and the exact scan (alias m = memories).
+const FILTERS = `m.api_key_id = @apiKeyId
+  AND (m.expires_at IS NULL OR m.expires_at > @nowIso)
+  AND (@createdAfterIso IS NULL OR m.created_at >= @createdAfterIso)
+  AND (@sessionId IS NULL OR m.session_id = @sessionId)`;
+
+/** The SQL expression for a float32 blob parameter in the table's storage type ('unit' is right: vectors are normalised). */
+function queryExpr(param: string, q: VecQuantization): string {
+  return q === 'int8' ? `vec_quantize_int8(${param}, 'unit')` : param;
+}
+
+/** The only SQL over `vec_memories`, `memory_vec_meta` and the `needs_reindex` flags. */
+export class VectorRepository {
+  private readonly stmts = new Map<string, Statement>();
+
+  constructor(private readonly db: Db) {}
+
+  // Statements are prepared lazily: anything touching vec_memories fails to prepare while the table is missing.
+  private stmt(sql: string): Statement {
+    let s = this.stmts.get(sql);
+    if (!s) {
+      s = this.db.prepare(sql);
+      this.stmts.set(sql, s);
+    }
+    return s;
+  }
+
+  readMeta(): VecMeta {
+    const r = this.stmt('SELECT active_dim, embedding_signature, last_reset_at, vec_loaded FROM memory_vec_meta WHERE id = 1').get() as
+      | { active_dim: number | null; embedding_signature: string | null; last_reset_at: string | null; vec_loaded: number }
+      | undefined;
+    if (!r) return { activeDim: null, signature: null, lastResetAt: null, tableCreated: false };
+    return { activeDim: r.active_dim, signature: r.embedding_signature, lastResetAt: r.last_reset_at, tableCreated: r.vec_loaded === 1 };
+  }
+
+  writeMeta(m: VecMeta): void {
+    this.stmt(
+      `INSERT INTO memory_vec_meta (id, active_dim, embedding_signature, last_reset_at, vec_loaded) VALUES (1, ?, ?, ?, ?)
+       ON CONFLICT(id) DO UPDATE SET active_dim = excluded.active_dim, embedding_signature = excluded.embedding_signature,
+         last_reset_at = excluded.last_reset_at, vec_loaded = excluded.vec_loaded`,
+    ).run(m.activeDim, m.signature, m.lastResetAt, m.tableCreated ? 1 : 0);
+  }
+
+  /** Whether vec_memories is in the schema (readable even when sqlite-vec is not loaded). */
+  tableExists(): boolean {
+    return this.stmt("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'vec_memories'").get() !== undefined;
+  }
+
+  /** Drops and recreates vec_memories for `dim` dimensions in the given storage type (needs sqlite-vec). */
+  recreateTable(dim: number, quantization: VecQuantization): void {
+    if (!Number.isInteger(dim) || dim <= 0) throw new RangeError(`invalid vector dimension ${dim}`);
+    const column = quantization === 'int8' ? `int8[${dim}]` : `float[${dim}]`;
+    // Cached statements may reference the old table; drop them with it.
+    this.stmts.clear();
+    this.db.exec('DROP TABLE IF EXISTS vec_memories');
+    this.db.exec(
+      `CREATE VIRTUAL TABLE vec_memories USING vec0(memory_id INTEGER PRIMARY KEY, api_key_id TEXT PARTITION KEY, embedding ${column} distance_metric=cosine)`,
+    );
+  }
+
+  markAllNeedsReindex(): number {
+    return this.stmt('UPDATE memories SET needs_reindex = 1 WHERE needs_reindex <> 1').run().changes;
+  }
+
+  /** The owner and current content hash of a memory, or null when it no longer exists. */
+  memoryForVector(memoryId: number): { apiKeyId: string; contentHash: string } | null {
+    const r = this.stmt('SELECT api_key_id, content_hash FROM memories WHERE memory_id = ?').get(memoryId) as
+      | { api_key_id: string; content_hash: string }
+      | undefined;
+    return r ? { apiKeyId: r.api_key_id, contentHash: r.content_hash } : null;
+  }
+
+  /** Clears needs_reindex only while the row still holds the embedded text (a newer edit keeps its flag). */
+  clearNeedsReindex(memoryId: number, contentHash: string): boolean {
+    return this.stmt('UPDATE memories SET needs_reindex = 0 WHERE memory_id = ? AND content_hash = ?').run(memoryId, contentHash).changes > 0;
+  }
+
+  // vec0 0.1.9 rejects primary keys bound as JS numbers (bound as REAL), hence BigInt.
+  deleteVector(memoryId: number): boolean {
+    return this.stmt('DELETE FROM vec_memories WHERE memory_id = ?').run(BigInt(memoryId)).changes > 0;
+  }
+
+  insertVector(memoryId: number, apiKeyId: string, blob: Buffer, quantization: VecQuantization): void {
+    this.stmt(`INSERT INTO vec_memories (memory_id, api_key_id, embedding) VALUES (?, ?, ${queryExpr('?', quantization)})`).run(
+      BigInt(memoryId),
+      apiKeyId,
+      blob,
+    );
+  }
+
+  /**
+   * The tenant's k nearest vectors (the tenant is the vec0 partition constraint, so other tenants
+   * never take slots), each joined to its memory; filtered-out rows come back with a null id so the
+   * caller can tell "filtered" from "partition exhausted".
+   */
+  knnCandidates(apiKeyId: string, blob: Buffer, k: number, quantization: VecQuantization, f: VecFilterParams): KnnCandidate[] {
+    return this.stmt(
+      `WITH knn AS MATERIALIZED (
+         SELECT memory_id, distance FROM vec_memories
+         WHERE embedding MATCH ${queryExpr('@query', quantization)} AND k = @k AND api_key_id = @apiKeyId
+       )
+       SELECT knn.memory_id AS memoryId, knn.distance AS distance, m.id AS id
+       FROM knn LEFT JOIN memories m ON m.memory_id = knn.memory_id AND ${FILTERS}
+       ORDER BY knn.distance, knn.memory_id`,
+    ).all({ query: blob, k, apiKeyId, ...f }) as KnnCandidate[];
+  }
+
+  /** Exact nearest rows among the memories that pass the filters (driven from `memories`, vec0 point lookups). */
+  exactScan(apiKeyId: string, blob: Buffer, limit: number, quantization: VecQuantization, f: VecFilterParams): ScoredRow[] {
+    // CROSS JOIN pins memories as the outer loop: a vec0 full scan would ignore the filters' indexes.
+    return this.stmt(
+      `SELECT m.memory_id AS memoryId, m.id AS id, vec_distance_cosine(v.embedding, ${queryExpr('@query', quantization)}) AS distance
+       FROM memories m CROSS JOIN vec_memories v ON v.memory_id = m.memory_id
+       WHERE ${FILTERS}
+       ORDER BY distance, m.memory_id
+       LIMIT @limit`,
+    ).all({ query: blob, limit, apiKeyId, ...f }) as ScoredRow[];
+  }
+
+  /** How many of the tenant's memories pass the filters (an upper bound on what a search can return). */
+  countEligible(apiKeyId: string, f: VecFilterParams): number {
+    return (this.stmt(`SELECT count(*) AS n FROM memories m WHERE ${FILTERS}`).get({ apiKeyId, ...f }) as { n: number }).n;
+  }
+
+  rowCount(): number {
+    return (this.stmt('SELECT count(*) AS n FROM vec_memories').get() as { n: number }).n;
+  }
+
+  countPending(): number {
+    return (this.stmt('SELECT count(*) AS n FROM memories WHERE needs_reindex = 1').get() as { n: number }).n;
+  }
+
+  /** Flagged memories after a memory_id cursor, in memory_id order (the flag itself is the checkpoint). */
+  pendingReindex(limit: number, afterMemoryId: number): PendingReindexRow[] {
+    return this.stmt(
+      `SELECT memory_id AS memoryId, id, content, content_hash AS contentHash, api_key_id AS apiKeyId
+       FROM memories WHERE needs_reindex = 1 AND memory_id > ? ORDER BY memory_id LIMIT ?`,
+    ).all(afterMemoryId, limit) as PendingReindexRow[];
+  }
+
+  /** Deletes vectors whose memory is gone (left behind by a process that ran without sqlite-vec). */
+  deleteOrphans(): number {
+    return this.stmt('DELETE FROM vec_memories WHERE memory_id NOT IN (SELECT memory_id FROM memories)').run().changes;
+  }
+}

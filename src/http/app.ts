@@ -1,0 +1,76 @@
+import crypto from 'node:crypto';
+import express, { type Express, type Router } from 'express';
+import { pinoHttp } from 'pino-http';
+import type { ApiContext } from '../context';
+import type { Metrics } from '../metrics';
+import { requireManagement } from './auth';
+import { errorHandler, notFoundHandler, sendError } from './error-handler';
+import { adminRoutes } from './routes/admin.routes';
+import { jobsRoutes } from './routes/jobs.routes';
+import { keysRoutes } from './routes/keys.routes';
+import { memoryRoutes } from './routes/memory.routes';
+import { settingsRoutes } from './routes/settings.routes';
+import { systemRoutes } from './routes/system.routes';
+
+const REQUEST_ID_RE = /^[A-Za-z0-9._-]{1,64}$/;
+
+/** A router with the prefix it is mounted at, so the route table can be walked (auth test). */
+export type MountedRouter = Router & { mountPath?: string };
+
+function mount(app: Express, path: string, ...handlers: [...express.RequestHandler[], MountedRouter]): void {
+  const router = handlers[handlers.length - 1] as MountedRouter;
+  router.mountPath = path;
+  app.use(path, ...(handlers as express.RequestHandler[]));
+}
+
+/** The express app without listen (supertest drives it in tests). */
+export function createApp(ctx: ApiContext, metrics: Metrics): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', 'loopback');
+
+  app.use((req, res, next) => {
+    const given = req.headers['x-request-id'];
+    const id = typeof given === 'string' && REQUEST_ID_RE.test(given) ? given : crypto.randomUUID();
+    res.locals.requestId = id;
+    res.setHeader('x-request-id', id);
+    const started = process.hrtime.bigint();
+    res.on('finish', () => {
+      const route = req.route ? `${req.baseUrl}${req.route.path}` : req.baseUrl || 'unmatched';
+      metrics.httpDuration.observe({ method: req.method, route, status: String(res.statusCode) }, Number(process.hrtime.bigint() - started) / 1e9);
+    });
+    next();
+  });
+  app.use(
+    pinoHttp({
+      logger: ctx.log,
+      genReqId: (_req, res) => (res as express.Response).locals.requestId,
+      customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'warn' : 'info'),
+      // Method, path and status only: no bodies, no query strings (they can carry memory text), no headers.
+      serializers: {
+        req: (req: { method: string; url: string; id: string }) => ({ id: req.id, method: req.method, path: req.url.split('?')[0] }),
+        res: (res: { statusCode: number }) => ({ statusCode: res.statusCode }),
+      },
+      autoLogging: { ignore: (req) => req.url === '/healthz' || req.url === '/metrics' },
+    }),
+  );
+  app.use(express.json({ limit: ctx.env.BODY_LIMIT_BYTES }));
+  app.use(express.urlencoded({ extended: false, limit: '16kb' }));
+
+  const system: MountedRouter = systemRoutes(ctx, metrics);
+  system.mountPath = '';
+  app.use(system);
+
+  const mgmt = requireManagement(ctx.managementToken, { allowCookie: false });
+  mount(app, '/api/memory', mgmt, memoryRoutes(ctx));
+  mount(app, '/api/settings', mgmt, settingsRoutes(ctx));
+  mount(app, '/api/keys', mgmt, keysRoutes(ctx));
+  mount(app, '/api/jobs', mgmt, jobsRoutes(ctx));
+  // Browsers reach the admin pages with the login cookie; everything else needs the header.
+  mount(app, '/admin', adminRoutes(ctx));
+  app.use('/api', mgmt, (_req, res) => sendError(res, 404, 'not_found', 'No such API route'));
+
+  app.use(notFoundHandler);
+  app.use(errorHandler(ctx.log));
+  return app;
+}

@@ -1,0 +1,73 @@
+import { createBullBoard } from '@bull-board/api';
+import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
+import { ExpressAdapter } from '@bull-board/express';
+import cookieParser from 'cookie-parser';
+import { Router } from 'express';
+import { z } from 'zod';
+import type { ApiContext } from '../../context';
+import { safeEqual } from '../../auth/management-token';
+import { MGMT_COOKIE, adminSessionValue, requireManagement } from '../auth';
+
+const loginBody = z.object({ token: z.string().max(512).default(''), next: z.string().max(256).optional() });
+
+function loginPage(message: string | null): string {
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<title>Engram · sign in</title>
+<style>body{font-family:system-ui,sans-serif;background:#f4f5f7;display:grid;place-items:center;min-height:100vh;margin:0}
+form{background:#fff;padding:2rem;border-radius:8px;box-shadow:0 1px 4px #0002;min-width:22rem}
+h1{font-size:1.2rem;margin:0 0 1rem}label{display:block;margin-bottom:.4rem}input{width:100%;box-sizing:border-box;padding:.5rem;margin-bottom:1rem}
+button{padding:.5rem 1rem}.err{color:#b00020;margin-bottom:1rem}</style></head>
+<body><form method="post" action="/admin/login">
+<h1>Engram operators</h1>
+${message ? `<div class="err" role="alert">${message}</div>` : ''}
+<label for="token">Management token</label>
+<input id="token" name="token" type="password" autocomplete="current-password" required autofocus>
+<button type="submit">Sign in</button>
+<p><small>The token is <code>MANAGEMENT_TOKEN</code>, or the file <code>DATA_DIR/management-token</code>.</small></p>
+</form></body></html>`;
+}
+
+/** /admin: a login form that sets an HttpOnly cookie, then bull-board at /admin/queues for every queue. */
+export function adminRoutes(ctx: ApiContext): Router {
+  const r = Router();
+  r.use(cookieParser());
+
+  r.get('/login', (_req, res) => {
+    res.type('html').send(loginPage(null));
+  });
+
+  r.post('/login', (req, res) => {
+    const body = loginBody.safeParse(req.body ?? {});
+    const token = body.success ? body.data.token : '';
+    if (!token || !safeEqual(token, ctx.managementToken)) {
+      res.status(403).type('html').send(loginPage('That token is not valid.'));
+      return;
+    }
+    res.cookie(MGMT_COOKIE, adminSessionValue(ctx.managementToken), {
+      httpOnly: true,
+      sameSite: 'strict',
+      path: '/admin',
+      secure: req.secure,
+      maxAge: 12 * 3600 * 1000,
+    });
+    res.redirect(303, '/admin/queues');
+  });
+
+  r.post('/logout', (_req, res) => {
+    res.clearCookie(MGMT_COOKIE, { path: '/admin' });
+    res.redirect(303, '/admin/login');
+  });
+
+  const board = new ExpressAdapter();
+  board.setBasePath('/admin/queues');
+  createBullBoard({
+    queues: ctx.queues.allQueues().map((q) => new BullMQAdapter(q)),
+    serverAdapter: board,
+    options: { uiConfig: { boardTitle: 'Engram jobs' } },
+  });
+  const boardRouter = board.getRouter() as Router & { mountPath?: string };
+  boardRouter.mountPath = '/queues';
+  r.use('/queues', requireManagement(ctx.managementToken, { allowCookie: true, loginRedirect: '/admin/login' }), boardRouter);
+  return r;
+}

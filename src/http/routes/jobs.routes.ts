@@ -1,0 +1,118 @@
+import { Router } from 'express';
+import type { Job } from 'bullmq';
+import type { ApiContext } from '../../context';
+import { conflict, notFound, unavailable } from '../../errors';
+import type { JobEvent } from '../../queue/job-events';
+import { QUEUE_NAMES } from '../../queue/queue-names';
+import { handle } from '../validate';
+import { jobParams } from './jobs.schema';
+
+const STATES = ['waiting', 'active', 'delayed', 'prioritized', 'waiting-children', 'paused', 'completed', 'failed'] as const;
+
+/** The operator's view of a job (no payload: it may carry user text). */
+export async function describeJob(job: Job) {
+  return {
+    id: job.id,
+    queue: job.queueName,
+    name: job.name,
+    state: await job.getState(),
+    progress: job.progress,
+    attemptsMade: job.attemptsMade,
+    failedReason: job.failedReason ?? null,
+    returnvalue: job.returnvalue ?? null,
+    timestamps: {
+      created: job.timestamp ?? null,
+      processed: job.processedOn ?? null,
+      finished: job.finishedOn ?? null,
+    },
+  };
+}
+
+/** /api/jobs: counts per queue and state, one job's state, removal, and live events (SSE). */
+export function jobsRoutes(ctx: ApiContext): Router {
+  const r = Router();
+
+  const requireRedis = () => {
+    if (!ctx.queues.isReady()) throw unavailable('Redis is unreachable; job state is unavailable', { redis: ctx.queues.connection.status });
+  };
+  const findJob = async (queue: (typeof QUEUE_NAMES)[number], id: string) => {
+    requireRedis();
+    const job = await ctx.queues.queue(queue).getJob(id);
+    if (!job) throw notFound('Job');
+    return job;
+  };
+
+  r.get(
+    '/',
+    handle({}, async () => {
+      requireRedis();
+      const counts = await Promise.all(QUEUE_NAMES.map((q) => ctx.queues.queue(q).getJobCounts(...STATES)));
+      return { queues: Object.fromEntries(QUEUE_NAMES.map((q, i) => [q, counts[i]])), outbox: ctx.queues.outboxCount() };
+    }),
+  );
+
+  r.get(
+    '/:queue/:id',
+    handle({ params: jobParams }, async ({ params }) => describeJob(await findJob(params.queue, params.id))),
+  );
+
+  r.delete(
+    '/:queue/:id',
+    handle({ params: jobParams }, async ({ params }) => {
+      const job = await findJob(params.queue, params.id);
+      const state = await job.getState();
+      if (state === 'active') throw conflict('The job is running; it cannot be removed', { state });
+      await job.remove();
+      return { success: true, id: job.id, previousState: state };
+    }),
+  );
+
+  r.get(
+    '/:queue/:id/events',
+    handle({ params: jobParams }, async ({ params }, req, res) => {
+      requireRedis();
+      let ended = false;
+      let heartbeat: NodeJS.Timeout | undefined;
+      const pending: JobEvent[] = [];
+      let streaming = false;
+      const end = () => {
+        if (ended) return;
+        ended = true;
+        clearInterval(heartbeat);
+        unsubscribe();
+        if (streaming) res.end();
+      };
+      const send = (e: JobEvent | { type: 'state'; job: unknown }) => {
+        if (ended) return;
+        if (!streaming) {
+          pending.push(e as JobEvent);
+          return;
+        }
+        res.write(`event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`);
+        if (e.type === 'completed' || e.type === 'failed') end();
+      };
+      // Subscribe before reading the state, so an end between the two is not missed.
+      const unsubscribe = await ctx.jobEvents.subscribe(params.queue, params.id, send);
+      const job = await ctx.queues.queue(params.queue).getJob(params.id);
+      if (!job) {
+        unsubscribe();
+        throw notFound('Job');
+      }
+      const desc = await describeJob(job);
+      res.status(200);
+      res.setHeader('content-type', 'text/event-stream; charset=utf-8');
+      res.setHeader('cache-control', 'no-cache, no-transform');
+      res.setHeader('x-accel-buffering', 'no');
+      res.flushHeaders();
+      streaming = true;
+      req.on('close', end);
+      heartbeat = setInterval(() => res.write(': keep-alive\n\n'), 15_000);
+      send({ type: 'state', job: desc });
+      for (const e of pending.splice(0)) send(e);
+      if (desc.state === 'completed') send({ type: 'completed', returnvalue: desc.returnvalue });
+      else if (desc.state === 'failed') send({ type: 'failed', failedReason: desc.failedReason ?? '' });
+      return undefined;
+    }),
+  );
+  return r;
+}

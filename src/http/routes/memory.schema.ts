@@ -1,0 +1,60 @@
+import { z } from 'zod';
+import { memoryTypeSchema } from '../../memory/types';
+
+const MAX_CONTENT = 65_536;
+
+const intFromQuery = (min: number, max: number) =>
+  z
+    .string()
+    .regex(/^\d+$/, 'expected a non-negative integer')
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max));
+
+export const listQuery = z.object({
+  page: intFromQuery(1, 1_000_000).optional(),
+  limit: intFromQuery(1, 200).optional(),
+  offset: intFromQuery(0, 1_000_000_000).optional(),
+  q: z.string().max(512).optional(),
+  apiKeyId: z.string().max(128).optional(),
+  type: memoryTypeSchema.optional(),
+  sessionId: z.string().max(256).optional(),
+});
+
+const expiresAt = z
+  .union([z.iso.datetime({ offset: true }), z.iso.date(), z.number().int().nonnegative()])
+  .nullable()
+  .transform((v, ctx) => {
+    if (v === null) return null;
+    const d = new Date(v);
+    if (Number.isNaN(d.getTime())) {
+      ctx.addIssue({ code: 'custom', message: 'expected an ISO-8601 date or epoch milliseconds' });
+      return z.NEVER;
+    }
+    return d.toISOString();
+  });
+
+const metadata = z.record(z.string(), z.unknown()).refine((m) => JSON.stringify(m).length <= 16_384, 'metadata larger than 16 KiB');
+
+/** POST /api/memory (the original's fields; unknown fields are ignored as there). */
+export const createBody = z.object({
+  content: z.string().trim().min(1).max(MAX_CONTENT),
+  key: z.string().trim().min(1).max(512),
+  type: memoryTypeSchema.default('factual'),
+  sessionId: z.string().max(256).default(''),
+  apiKeyId: z.string().max(128).default(''),
+  metadata: metadata.default({}),
+  expiresAt: expiresAt.optional(),
+});
+
+/** PUT /api/memory/:id: strict; Engram also lets expiry be set or cleared. */
+export const updateBody = z
+  .strictObject({
+    type: memoryTypeSchema.optional(),
+    key: z.string().trim().min(1).max(512).optional(),
+    content: z.string().trim().min(1).max(MAX_CONTENT).optional(),
+    metadata: metadata.optional(),
+    expiresAt: expiresAt.optional(),
+  })
+  .refine((b) => Object.values(b).some((v) => v !== undefined), 'at least one field is required');
+
+export const idParams = z.object({ id: z.string().min(1).max(128) });

@@ -1,0 +1,77 @@
+import { Router } from 'express';
+import type { ApiContext } from '../../context';
+import type { Metrics } from '../../metrics';
+import { QUEUE_NAMES } from '../../queue/queue-names';
+import { readWorkerMetrics } from '../../queue/worker-metrics';
+import { Gauge } from 'prom-client';
+
+const STATES = ['waiting', 'active', 'delayed', 'failed', 'completed', 'paused', 'prioritized', 'waiting-children'] as const;
+
+/** Liveness, readiness and Prometheus metrics (no auth: they reveal no memory data). */
+export function systemRoutes(ctx: ApiContext, metrics: Metrics): Router {
+  const r = Router();
+
+  r.get('/healthz', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+
+  r.get('/readyz', async (_req, res) => {
+    const checks: Record<string, { ok: boolean; error?: string; latencyMs?: number }> = {};
+    const t0 = performance.now();
+    try {
+      ctx.db.db.prepare('SELECT 1').get();
+      checks.sqlite = { ok: true, latencyMs: Math.round((performance.now() - t0) * 100) / 100 };
+    } catch {
+      checks.sqlite = { ok: false, error: 'sqlite query failed' };
+    }
+    const t1 = performance.now();
+    if (!ctx.queues.isReady()) checks.redis = { ok: false, error: `redis ${ctx.queues.connection.status}` };
+    else {
+      try {
+        await ctx.queues.connection.ping();
+        checks.redis = { ok: true, latencyMs: Math.round((performance.now() - t1) * 100) / 100 };
+      } catch {
+        checks.redis = { ok: false, error: 'redis ping failed' };
+      }
+    }
+    checks.sqliteVec = ctx.db.vecLoaded ? { ok: true } : { ok: true, error: `vector search off: ${ctx.db.vecError}` };
+    const ok = checks.sqlite.ok && checks.redis.ok;
+    res.status(ok ? 200 : 503).json({ status: ok ? 'ready' : 'not_ready', checks, outbox: ctx.queues.outboxCount() });
+  });
+
+  const depth = new Gauge({
+    name: 'engram_queue_jobs',
+    help: 'Jobs per queue and state',
+    labelNames: ['queue', 'state'],
+    registers: [metrics.registry],
+    async collect() {
+      if (!ctx.queues.isReady()) return;
+      const results = await Promise.allSettled(QUEUE_NAMES.map((q) => ctx.queues.queue(q).getJobCounts(...STATES)));
+      results.forEach((res, i) => {
+        if (res.status !== 'fulfilled') return;
+        for (const s of STATES) this.set({ queue: QUEUE_NAMES[i], state: s }, res.value[s] ?? 0);
+      });
+    },
+  });
+  void depth;
+  new Gauge({
+    name: 'engram_outbox_rows',
+    help: 'Jobs waiting in the SQLite outbox for Redis',
+    registers: [metrics.registry],
+    collect() {
+      this.set(ctx.queues.outboxCount());
+    },
+  });
+
+  r.get('/metrics', async (_req, res, next) => {
+    try {
+      const snapshots = ctx.queues.isReady() ? await readWorkerMetrics(ctx.queues.connection, ctx.queues.prefix).catch(() => []) : [];
+      const out = await metrics.exposition(snapshots);
+      res.setHeader('content-type', out.contentType);
+      res.send(out.body);
+    } catch (err) {
+      next(err);
+    }
+  });
+  return r;
+}

@@ -1,0 +1,105 @@
+import type { Server } from 'node:http';
+import { ApiKeyService } from './auth/api-keys.service';
+import { resolveManagementToken } from './auth/management-token';
+import { loadEnv, type Env } from './config/env';
+import type { ApiContext } from './context';
+import { openStorage } from './core';
+import { createApp } from './http/app';
+import { createLogger, type Logger } from './logger';
+import { Metrics } from './metrics';
+import { JobEventsHub } from './queue/job-events';
+import { QueueLayer } from './queue/queues';
+import { checkEvictionPolicy } from './queue/redis';
+import { Shutdown } from './shutdown';
+
+export interface RunningApi {
+  ctx: ApiContext;
+  server: Server;
+  port: number;
+  shutdown: Shutdown;
+  stop(): Promise<void>;
+}
+
+/** Builds the api context (storage, queues, auth) without listening. */
+export function buildApiContext(env: Env, log: Logger, opts: { dbFile?: string } = {}): ApiContext {
+  const managementToken = resolveManagementToken(env, log);
+  const storage = openStorage(env, log, opts.dbFile);
+  const queues = new QueueLayer(env, log, storage.db.db, 'api');
+  return {
+    env,
+    log,
+    ...storage,
+    queues,
+    apiKeys: new ApiKeyService(storage.db.db),
+    managementToken,
+    jobEvents: new JobEventsHub(env, log),
+  };
+}
+
+/** Drains the outbox whenever Redis (re)connects, and asks a worker for a repair sweep. */
+export function watchRedisForRepair(ctx: ApiContext): void {
+  let checkedPolicy = false;
+  ctx.queues.connection.on('ready', () => {
+    if (!checkedPolicy) {
+      checkedPolicy = true;
+      void checkEvictionPolicy(ctx.queues.connection, ctx.log);
+    }
+    if (ctx.queues.outboxCount() === 0) return;
+    void ctx.queues
+      .flushOutbox()
+      .then((r) => {
+        ctx.log.info(r, 'outbox flushed after redis reconnect');
+        return ctx.queues.enqueue('repair-sweep', { reason: 'reconnect' });
+      })
+      .catch((err) => ctx.log.warn({ err: { message: (err as Error).message } }, 'outbox flush failed; repair-sweep will retry'));
+  });
+}
+
+/** Starts the api: env → db → queues → app → listen, with an ordered shutdown. */
+export async function startApi(env: Env, log: Logger, opts: { dbFile?: string; exit?: (code: number) => void } = {}): Promise<RunningApi> {
+  const ctx = buildApiContext(env, log, opts);
+  const metrics = new Metrics('api');
+  const app = createApp(ctx, metrics);
+  watchRedisForRepair(ctx);
+
+  const server = await new Promise<Server>((resolve, reject) => {
+    const s = app.listen(env.PORT, env.HOST, () => resolve(s));
+    s.once('error', reject);
+  });
+  server.keepAliveTimeout = 65_000;
+  const addr = server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : env.PORT;
+
+  const shutdown = new Shutdown(log, env.SHUTDOWN_GRACE_MS, opts.exit);
+  shutdown
+    .add('http', async () => {
+      // Stop intake; in-flight requests finish within the grace period, then connections are cut.
+      const closed = new Promise<void>((r) => server.close(() => r()));
+      server.closeIdleConnections();
+      const t = setTimeout(() => server.closeAllConnections(), env.SHUTDOWN_GRACE_MS);
+      t.unref();
+      await closed;
+      clearTimeout(t);
+    })
+    .add('job-events', () => ctx.jobEvents.close())
+    .add('queues', () => ctx.queues.close())
+    .add('sqlite', () => ctx.db.close());
+
+  log.info({ url: `http://${env.HOST}:${port}`, dataDir: env.DATA_DIR, vector: ctx.db.vecLoaded ? 'sqlite-vec' : 'off' }, 'engram api listening');
+  return { ctx, server, port, shutdown, stop: () => shutdown.run('stop') };
+}
+
+/** Entry point of the api process. */
+export async function runApiProcess(): Promise<void> {
+  const env = loadEnv();
+  const log = createLogger(env.LOG_LEVEL, 'engram-api');
+  const api = await startApi(env, log);
+  api.shutdown.onSignals();
+}
+
+if (require.main === module) {
+  runApiProcess().catch((err) => {
+    console.error(err instanceof Error ? err.message : err);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,265 @@
+import crypto from 'node:crypto';
+import type { Db } from '../db/connection';
+import { nowIso } from '../db/connection';
+import { MemoryRepository } from '../db/repositories/memory.repository';
+import { conflict } from '../errors';
+import { MemoryReadCache } from './read-cache';
+import {
+  toPublic,
+  type ChangeContext,
+  type CreateMemoryInput,
+  type EventOp,
+  type ListFilter,
+  type Memory,
+  type MemoryEvent,
+  type MemoryRecord,
+  type UpdateMemoryInput,
+} from './types';
+
+/** sha-256 of the text that gets embedded (content only, as the original). */
+export function contentHash(content: string): string {
+  return crypto.createHash('sha256').update(content).digest('hex');
+}
+
+/** What a committed change did; listeners enqueue follow-up jobs (embedding, Qdrant sync). */
+export interface MemoryChange {
+  op: EventOp;
+  memory: MemoryRecord;
+  contentChanged: boolean;
+}
+
+export interface MemoryHooks {
+  /** Runs inside the delete transaction (the vector row goes with the memory row). */
+  onDeleteInTx?: (memoryId: number) => void;
+  /** Runs after commit, once per changed row. */
+  afterCommit?: (changes: MemoryChange[]) => void;
+}
+
+export interface ListResult {
+  data: Memory[];
+  total: number;
+  byType: Record<string, number>;
+  tokensUsed: number;
+}
+
+function isUniqueKeyViolation(err: unknown): boolean {
+  // SQLite names either the columns or (for the partial index) the index itself.
+  return err instanceof Error && /UNIQUE constraint failed: (memories\.api_key_id, memories\.key|index 'idx_memories_api_key_key')/.test(err.message);
+}
+
+/** The memory store: upserts, reads through the LRU, history for every change, hooks after commit. */
+export class MemoryService {
+  readonly repo: MemoryRepository;
+  private seenDataVersion: number;
+  private hooks: MemoryHooks[] = [];
+
+  constructor(
+    private readonly db: Db,
+    readonly cache: MemoryReadCache,
+  ) {
+    this.repo = new MemoryRepository(db);
+    this.seenDataVersion = this.repo.dataVersion();
+  }
+
+  addHooks(h: MemoryHooks): void {
+    this.hooks.push(h);
+  }
+
+  private event(op: EventOp, before: MemoryRecord | null, after: MemoryRecord | null, ctx: ChangeContext): void {
+    const ref = (after ?? before)!;
+    this.repo.insertEvent({
+      memoryId: ref.memoryId,
+      memoryUuid: ref.id,
+      apiKeyId: ref.apiKeyId,
+      op,
+      before: before ? toPublic(before) : null,
+      after: after ? toPublic(after) : null,
+      source: ctx.source,
+      jobId: ctx.jobId ?? null,
+      requestId: ctx.requestId ?? null,
+      createdAt: nowIso(),
+    });
+  }
+
+  private commit(changes: MemoryChange[]): void {
+    for (const c of changes) this.cache.invalidate(c.memory.id);
+    if (changes.length === 0) return;
+    for (const h of this.hooks) h.afterCommit?.(changes);
+  }
+
+  /** Upsert inside an open transaction; returns the change (or null when nothing changed). */
+  upsertInTx(input: CreateMemoryInput, ctx: ChangeContext, op: EventOp = 'create'): MemoryChange {
+    const now = nowIso();
+    const key = input.key && input.key.length > 0 ? input.key : null;
+    const existing = key ? this.repo.findByKey(input.apiKeyId, key) : null;
+    if (existing) {
+      const hash = contentHash(input.content);
+      const contentChanged = hash !== existing.contentHash;
+      this.repo.update(existing.memoryId, {
+        content: input.content,
+        metadata: { ...existing.metadata, ...(input.metadata ?? {}) },
+        sessionId: input.sessionId === undefined ? undefined : input.sessionId || null,
+        type: input.type,
+        expiresAt: input.expiresAt,
+        contentHash: hash,
+        needsReindex: contentChanged ? true : undefined,
+        updatedAt: now,
+      });
+      const after = this.repo.findByMemoryId(existing.memoryId)!;
+      this.event(op === 'create' ? 'update' : op, existing, after, ctx);
+      return { op: 'update', memory: after, contentChanged };
+    }
+    const id = crypto.randomUUID();
+    const memoryId = this.repo.insert({
+      id,
+      apiKeyId: input.apiKeyId,
+      sessionId: input.sessionId || null,
+      type: input.type,
+      key,
+      content: input.content,
+      metadata: input.metadata ?? {},
+      createdAt: now,
+      expiresAt: input.expiresAt ?? null,
+      contentHash: contentHash(input.content),
+    });
+    const after = this.repo.findByMemoryId(memoryId)!;
+    this.event(op, null, after, ctx);
+    return { op: 'create', memory: after, contentChanged: true };
+  }
+
+  /** Creates a memory, or updates the one with the same (apiKeyId, key): metadata merged, createdAt kept. */
+  create(input: CreateMemoryInput, ctx: ChangeContext): { memory: Memory; created: boolean } {
+    const change = this.db.transaction(() => this.upsertInTx(input, ctx)).immediate();
+    this.commit([change]);
+    return { memory: toPublic(change.memory), created: change.op === 'create' };
+  }
+
+  /** Upserts many in one transaction (extraction, import); returns the changes. */
+  upsertMany(inputs: CreateMemoryInput[], ctx: ChangeContext, op: EventOp = 'create'): MemoryChange[] {
+    const changes = this.db.transaction(() => inputs.map((i) => this.upsertInTx(i, ctx, op))).immediate();
+    this.commit(changes);
+    return changes;
+  }
+
+  private syncCacheWithOtherProcesses(): void {
+    const v = this.repo.dataVersion();
+    if (v !== this.seenDataVersion) {
+      this.seenDataVersion = v;
+      this.cache.clear();
+    }
+  }
+
+  /** Reads one memory (through the cache); null when absent. */
+  getRecord(id: string): MemoryRecord | null {
+    if (typeof id !== 'string' || id.length === 0) return null;
+    this.syncCacheWithOtherProcesses();
+    const hit = this.cache.get(id);
+    if (hit) return hit;
+    const r = this.repo.findById(id);
+    if (r) this.cache.set(r);
+    return r;
+  }
+
+  get(id: string): Memory | null {
+    const r = this.getRecord(id);
+    return r ? toPublic(r) : null;
+  }
+
+  /** Applies a partial update; null when the memory does not exist; 409 when the new key is taken. */
+  update(id: string, patch: UpdateMemoryInput, ctx: ChangeContext): Memory | null {
+    let change: MemoryChange | null;
+    try {
+      change = this.db
+        .transaction((): MemoryChange | null => {
+          const before = this.repo.findById(id);
+          if (!before) return null;
+          const hash = patch.content !== undefined ? contentHash(patch.content) : before.contentHash;
+          const contentChanged = hash !== before.contentHash;
+          this.repo.update(before.memoryId, {
+            type: patch.type,
+            key: patch.key,
+            content: patch.content,
+            metadata: patch.metadata,
+            expiresAt: patch.expiresAt,
+            sessionId: patch.sessionId === undefined ? undefined : patch.sessionId || null,
+            contentHash: contentChanged ? hash : undefined,
+            needsReindex: contentChanged ? true : undefined,
+            updatedAt: nowIso(),
+          });
+          const after = this.repo.findByMemoryId(before.memoryId)!;
+          this.event('update', before, after, ctx);
+          return { op: 'update', memory: after, contentChanged };
+        })
+        .immediate();
+    } catch (err) {
+      if (isUniqueKeyViolation(err)) throw conflict('Another memory of this API key already uses that key', { field: 'key' });
+      throw err;
+    }
+    if (!change) return null;
+    this.commit([change]);
+    return toPublic(change.memory);
+  }
+
+  /** Deletes inside an open transaction: history row, vector hook, the row (FTS follows by trigger). */
+  deleteInTx(id: string, ctx: ChangeContext, op: 'delete' | 'expire' | 'summarize' = 'delete'): MemoryChange | null {
+    const before = this.repo.findById(id);
+    if (!before) return null;
+    this.event(op, before, null, ctx);
+    for (const h of this.hooks) h.onDeleteInTx?.(before.memoryId);
+    this.repo.delete(before.memoryId);
+    return { op, memory: before, contentChanged: false };
+  }
+
+  /** Deletes a memory; false when it did not exist. The text stays in the history. */
+  delete(id: string, ctx: ChangeContext, op: 'delete' | 'expire' | 'summarize' = 'delete'): boolean {
+    const change = this.db.transaction(() => this.deleteInTx(id, ctx, op)).immediate();
+    if (!change) return false;
+    this.commit([change]);
+    return true;
+  }
+
+  /** Deletes several memories in one transaction; returns how many existed. */
+  deleteMany(ids: string[], ctx: ChangeContext, op: 'delete' | 'expire' | 'summarize' = 'delete'): number {
+    const changes = this.db
+      .transaction(() => ids.map((id) => this.deleteInTx(id, ctx, op)).filter((c): c is MemoryChange => c !== null))
+      .immediate();
+    this.commit(changes);
+    return changes.length;
+  }
+
+  /** Filtered, paginated listing with totals per type and the token footprint. */
+  list(filter: ListFilter, limit: number, offset: number): ListResult {
+    const byType = this.repo.countByType(filter);
+    const total = Object.values(byType).reduce((a, b) => a + b, 0);
+    const data = total > offset ? this.repo.list(filter, limit, offset).map(toPublic) : [];
+    return { data, total, byType, tokensUsed: this.repo.tokensUsed(filter.apiKeyId) };
+  }
+
+  history(id: string): MemoryEvent[] {
+    return this.repo.events(id);
+  }
+
+  /**
+   * Exercises the write path (insert + FTS trigger), the listing and the delete inside a
+   * transaction that is rolled back: proves the store works and leaves nothing behind.
+   */
+  selfTest(): void {
+    const rollback = new Error('rollback');
+    try {
+      this.db
+        .transaction(() => {
+          const probeKey = `__health__:${crypto.randomUUID()}`;
+          const c = this.upsertInTx({ apiKeyId: '__engram_health__', type: 'factual', key: probeKey, content: 'pipeline verification test' }, { source: 'api' });
+          const listed = this.repo.list({ apiKeyId: '__engram_health__', q: 'pipeline verification' }, 100, 0);
+          if (!listed.some((r) => r.id === c.memory.id)) throw new Error('created memory not listed');
+          const fts = this.db.prepare('SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?').all('"verification"') as { rowid: number }[];
+          if (!fts.some((r) => r.rowid === c.memory.memoryId)) throw new Error('created memory not in keyword index');
+          if (!this.repo.delete(c.memory.memoryId)) throw new Error('delete failed');
+          throw rollback;
+        })
+        .immediate();
+    } catch (err) {
+      if (err !== rollback) throw err;
+    }
+  }
+}

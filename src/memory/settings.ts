@@ -1,0 +1,193 @@
+import { z } from 'zod';
+import { nowIso } from '../db/connection';
+import { SettingsRepository } from '../db/repositories/settings.repository';
+import type { Db } from '../db/connection';
+
+/** Memory settings, API field names as in the original (digest §1.5). */
+export interface MemorySettings {
+  enabled: boolean;
+  maxTokens: number;
+  retentionDays: number;
+  strategy: 'recent' | 'semantic' | 'hybrid';
+  /** Stored and returned for compatibility only: Engram has no skills feature. */
+  skillsEnabled: boolean;
+  embeddingSource: 'remote' | 'static' | 'transformers' | 'auto';
+  embeddingProviderModel: string | null;
+  transformersEnabled: boolean;
+  staticEnabled: boolean;
+  rerankEnabled: boolean;
+  rerankProviderModel: string | null;
+  vectorStore: 'sqlite-vec' | 'qdrant' | 'auto';
+  primaryBackend: string;
+  fallbackBackends: string[];
+  backendConfigs: Record<string, Record<string, unknown>>;
+  customBaseUrl: string | null;
+  customModelId: string | null;
+  /** Engram addition: mine the assistant's reply too (off: only the user's own words become facts). */
+  extractFromAssistant: boolean;
+}
+
+export const DEFAULT_MEMORY_SETTINGS: Readonly<MemorySettings> = Object.freeze({
+  enabled: false,
+  maxTokens: 2000,
+  retentionDays: 30,
+  strategy: 'hybrid',
+  skillsEnabled: true,
+  embeddingSource: 'auto',
+  embeddingProviderModel: null,
+  transformersEnabled: false,
+  staticEnabled: false,
+  rerankEnabled: false,
+  rerankProviderModel: null,
+  vectorStore: 'auto',
+  primaryBackend: 'sqlite',
+  fallbackBackends: [],
+  backendConfigs: {},
+  customBaseUrl: null,
+  customModelId: null,
+  extractFromAssistant: false,
+});
+
+/** API field → stored settings key (the original's keys). */
+export const SETTING_KEYS: Record<keyof MemorySettings, string> = {
+  enabled: 'memoryEnabled',
+  maxTokens: 'memoryMaxTokens',
+  retentionDays: 'memoryRetentionDays',
+  strategy: 'memoryStrategy',
+  skillsEnabled: 'skillsEnabled',
+  embeddingSource: 'memoryEmbeddingSource',
+  embeddingProviderModel: 'memoryEmbeddingProviderModel',
+  transformersEnabled: 'memoryTransformersEnabled',
+  staticEnabled: 'memoryStaticEnabled',
+  rerankEnabled: 'memoryRerankEnabled',
+  rerankProviderModel: 'memoryRerankProviderModel',
+  vectorStore: 'memoryVectorStore',
+  primaryBackend: 'memoryPrimaryBackend',
+  fallbackBackends: 'memoryFallbackBackends',
+  backendConfigs: 'memoryBackendConfigs',
+  customBaseUrl: 'memoryEmbeddingCustomBaseUrl',
+  customModelId: 'memoryEmbeddingCustomModelId',
+  extractFromAssistant: 'memoryExtractFromAssistant',
+};
+
+const isBool = (v: unknown): v is boolean => typeof v === 'boolean';
+const clampInt = (v: unknown, lo: number, hi: number, def: number) => {
+  const n = typeof v === 'number' ? v : typeof v === 'string' && v.trim() !== '' ? Number(v) : NaN;
+  if (!Number.isFinite(n)) return def;
+  return Math.min(hi, Math.max(lo, Math.round(n)));
+};
+const nonEmpty = (v: unknown): string | null => (typeof v === 'string' && v.trim() !== '' ? v.trim() : null);
+const oneOf = <T extends string>(v: unknown, allowed: readonly T[], def: T): T =>
+  typeof v === 'string' && (allowed as readonly string[]).includes(v) ? (v as T) : def;
+
+/** Stored key/value map → normalised settings (defaults and clamps of the original). */
+export function normalizeMemorySettings(raw: Record<string, unknown>): MemorySettings {
+  const d = DEFAULT_MEMORY_SETTINGS;
+  const g = (f: keyof MemorySettings) => raw[SETTING_KEYS[f]];
+  const backendConfigs = g('backendConfigs');
+  const fallbacks = g('fallbackBackends');
+  const base = nonEmpty(g('customBaseUrl'));
+  return {
+    enabled: isBool(g('enabled')) ? (g('enabled') as boolean) : d.enabled,
+    maxTokens: clampInt(g('maxTokens'), 0, 16000, d.maxTokens),
+    retentionDays: clampInt(g('retentionDays'), 1, 365, d.retentionDays),
+    strategy: oneOf(g('strategy'), ['recent', 'semantic', 'hybrid'] as const, d.strategy),
+    skillsEnabled: isBool(g('skillsEnabled')) ? (g('skillsEnabled') as boolean) : d.skillsEnabled,
+    embeddingSource: oneOf(g('embeddingSource'), ['remote', 'static', 'transformers', 'auto'] as const, d.embeddingSource),
+    embeddingProviderModel: nonEmpty(g('embeddingProviderModel')),
+    transformersEnabled: isBool(g('transformersEnabled')) ? (g('transformersEnabled') as boolean) : d.transformersEnabled,
+    staticEnabled: isBool(g('staticEnabled')) ? (g('staticEnabled') as boolean) : d.staticEnabled,
+    rerankEnabled: isBool(g('rerankEnabled')) ? (g('rerankEnabled') as boolean) : d.rerankEnabled,
+    rerankProviderModel: nonEmpty(g('rerankProviderModel')),
+    vectorStore: oneOf(g('vectorStore'), ['sqlite-vec', 'qdrant', 'auto'] as const, d.vectorStore),
+    primaryBackend: nonEmpty(g('primaryBackend')) ?? d.primaryBackend,
+    fallbackBackends: Array.isArray(fallbacks) ? fallbacks.filter((x): x is string => typeof x === 'string') : [],
+    backendConfigs:
+      backendConfigs && typeof backendConfigs === 'object' && !Array.isArray(backendConfigs)
+        ? (backendConfigs as Record<string, Record<string, unknown>>)
+        : {},
+    customBaseUrl: base ? base.replace(/\/+$/, '') : null,
+    customModelId: nonEmpty(g('customModelId')),
+    extractFromAssistant: isBool(g('extractFromAssistant')) ? (g('extractFromAssistant') as boolean) : d.extractFromAssistant,
+  };
+}
+
+const nullableString = z
+  .string()
+  .max(512)
+  .nullable()
+  .transform((v) => (v === null || v.trim() === '' ? null : v.trim()));
+
+/** PUT /api/settings/memory body: strict, every field optional (the original's schema). */
+export const memorySettingsUpdateSchema = z.strictObject({
+  enabled: z.boolean().optional(),
+  maxTokens: z.number().int().min(0).max(16000).optional(),
+  retentionDays: z.number().int().min(1).max(365).optional(),
+  strategy: z.enum(['recent', 'semantic', 'hybrid']).optional(),
+  skillsEnabled: z.boolean().optional(),
+  embeddingSource: z.enum(['remote', 'static', 'transformers', 'auto']).optional(),
+  embeddingProviderModel: nullableString.optional(),
+  transformersEnabled: z.boolean().optional(),
+  staticEnabled: z.boolean().optional(),
+  rerankEnabled: z.boolean().optional(),
+  rerankProviderModel: nullableString.optional(),
+  vectorStore: z.enum(['sqlite-vec', 'qdrant', 'auto']).optional(),
+  primaryBackend: z.string().min(1).max(128).optional(),
+  fallbackBackends: z.array(z.string().min(1).max(128)).max(16).optional(),
+  backendConfigs: z.record(z.string(), z.record(z.string(), z.unknown())).optional(),
+  customBaseUrl: nullableString.optional(),
+  customModelId: nullableString.optional(),
+  extractFromAssistant: z.boolean().optional(),
+});
+export type MemorySettingsUpdate = z.infer<typeof memorySettingsUpdateSchema>;
+
+/** API fields → stored keys, omitting undefined. */
+export function toMemorySettingsUpdates(partial: MemorySettingsUpdate): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [field, value] of Object.entries(partial)) {
+    if (value === undefined) continue;
+    const key = SETTING_KEYS[field as keyof MemorySettings];
+    if (key) out[key] = field === 'customBaseUrl' && typeof value === 'string' ? value.replace(/\/+$/, '') : value;
+  }
+  return out;
+}
+
+/** Settings read fresh from SQLite, cached for a short TTL so api and workers never disagree for long. */
+export class SettingsService {
+  private readonly repo: SettingsRepository;
+  private cached: { at: number; value: MemorySettings; raw: Record<string, unknown> } | null = null;
+
+  constructor(
+    db: Db,
+    private readonly ttlMs: number,
+  ) {
+    this.repo = new SettingsRepository(db);
+  }
+
+  /** All stored keys (memory and others, e.g. qdrant*). */
+  raw(): Record<string, unknown> {
+    return this.load().raw;
+  }
+
+  memory(): MemorySettings {
+    return this.load().value;
+  }
+
+  private load() {
+    if (this.cached && Date.now() - this.cached.at < this.ttlMs) return this.cached;
+    const raw = this.repo.all();
+    this.cached = { at: Date.now(), value: normalizeMemorySettings(raw), raw };
+    return this.cached;
+  }
+
+  /** Persists mapped keys and returns the normalised settings. */
+  updateMemory(partial: MemorySettingsUpdate): MemorySettings {
+    this.setRaw(toMemorySettingsUpdates(partial));
+    return this.memory();
+  }
+
+  setRaw(values: Record<string, unknown>): void {
+    if (Object.keys(values).length) this.repo.setMany(values, nowIso());
+    this.cached = null;
+  }
+}

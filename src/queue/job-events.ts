@@ -1,0 +1,63 @@
+import { QueueEvents } from 'bullmq';
+import type { Env } from '../config/env';
+import { redisUrl } from '../config/env';
+import type { Logger } from '../logger';
+import type { QueueName } from './queue-names';
+import { createRedis, type Redis } from './redis';
+
+export type JobEvent =
+  | { type: 'progress'; data: unknown }
+  | { type: 'completed'; returnvalue: unknown }
+  | { type: 'failed'; failedReason: string };
+
+type Listener = (e: JobEvent) => void;
+
+/** Fans BullMQ QueueEvents out to per-job listeners (the SSE endpoint); one stream reader per queue. */
+export class JobEventsHub {
+  private readonly events = new Map<QueueName, { qe: QueueEvents; conn: Redis }>();
+  private readonly listeners = new Map<string, Set<Listener>>();
+
+  constructor(
+    private readonly env: Env,
+    private readonly log: Logger,
+  ) {}
+
+  private ensure(queue: QueueName): QueueEvents {
+    const have = this.events.get(queue);
+    if (have) return have.qe;
+    // A waiting connection of its own: XREAD BLOCK must not share the api's fail-fast one.
+    const conn = createRedis(redisUrl(this.env), 'worker', this.log, { name: `events-${queue}` });
+    const qe = new QueueEvents(queue, { connection: conn, prefix: this.env.QUEUE_PREFIX, autorun: true });
+    qe.on('error', () => undefined);
+    const emit = (jobId: string, e: JobEvent) => this.listeners.get(`${queue}/${jobId}`)?.forEach((l) => l(e));
+    qe.on('progress', ({ jobId, data }) => emit(jobId, { type: 'progress', data }));
+    qe.on('completed', ({ jobId, returnvalue }) => emit(jobId, { type: 'completed', returnvalue }));
+    qe.on('failed', ({ jobId, failedReason }) => emit(jobId, { type: 'failed', failedReason }));
+    this.events.set(queue, { qe, conn });
+    return qe;
+  }
+
+  /** Subscribes to one job's events; resolves once the stream reader is running. Returns the unsubscribe. */
+  async subscribe(queue: QueueName, jobId: string, l: Listener): Promise<() => void> {
+    const qe = this.ensure(queue);
+    const k = `${queue}/${jobId}`;
+    const set = this.listeners.get(k) ?? new Set();
+    set.add(l);
+    this.listeners.set(k, set);
+    await qe.waitUntilReady();
+    return () => {
+      set.delete(l);
+      if (set.size === 0) this.listeners.delete(k);
+    };
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled(
+      [...this.events.values()].map(async ({ qe, conn }) => {
+        await qe.close();
+        conn.disconnect();
+      }),
+    );
+    this.events.clear();
+  }
+}

@@ -1,0 +1,64 @@
+import type { JobsOptions } from 'bullmq';
+import { z } from 'zod';
+import type { QueueName } from './queue-names';
+
+/** One job kind: where it runs, what its payload is, how its id is derived. */
+export interface JobSpec<S extends z.ZodType = z.ZodType> {
+  queue: QueueName;
+  schema: S;
+  /** Deterministic id: the same logical work always gets the same id (BullMQ dedupes it). */
+  jobId?: (data: z.infer<S>) => string;
+  /** Overrides of DEFAULT_JOB_OPTIONS. */
+  options?: JobsOptions;
+  /** Repeat interval for jobs run by a scheduler (created idempotently at worker boot). */
+  scheduleEveryMs?: (env: { REPAIR_SWEEP_EVERY_MS: number; EXPIRE_EVERY_MS: number }) => number;
+}
+
+const spec = <S extends z.ZodType>(s: JobSpec<S>) => s;
+
+/** Defaults for every job: 5 attempts, exponential backoff with jitter, bounded retention. */
+export const DEFAULT_JOB_OPTIONS: JobsOptions = {
+  attempts: 5,
+  backoff: { type: 'exponential', delay: 1000, jitter: 0.5 },
+  removeOnComplete: { age: 24 * 3600, count: 1000 },
+  removeOnFail: { age: 7 * 24 * 3600, count: 5000 },
+};
+
+/** THE job map: every job Engram runs, declared once. A job without a handler does not compile (workers/registry.ts). */
+export const JOBS = {
+  'expire-memories': spec({
+    queue: 'maintenance',
+    schema: z.strictObject({ batchSize: z.number().int().min(1).max(10_000).default(500) }),
+    scheduleEveryMs: (e) => e.EXPIRE_EVERY_MS,
+  }),
+  'repair-sweep': spec({
+    queue: 'maintenance',
+    schema: z.strictObject({
+      reason: z.enum(['schedule', 'reconnect', 'manual']).default('schedule'),
+      batchSize: z.number().int().min(1).max(10_000).default(1000),
+    }),
+    scheduleEveryMs: (e) => e.REPAIR_SWEEP_EVERY_MS,
+  }),
+} as const satisfies Record<string, JobSpec>;
+
+export type JobName = keyof typeof JOBS;
+export type JobData<N extends JobName> = z.output<(typeof JOBS)[N]['schema']>;
+export type JobInput<N extends JobName> = z.input<(typeof JOBS)[N]['schema']>;
+export const JOB_NAMES = Object.keys(JOBS) as JobName[];
+
+/** Jobs that live on a queue. */
+export function jobsOfQueue(queue: QueueName): JobName[] {
+  return JOB_NAMES.filter((n) => JOBS[n].queue === queue);
+}
+
+/** Parses a payload for a job; throws the zod error when invalid. */
+export function parsePayload<N extends JobName>(name: N, data: unknown): JobData<N> {
+  return (JOBS[name].schema as z.ZodType).parse(data) as JobData<N>;
+}
+
+/** Options of one add: defaults, the spec's overrides and the deterministic id. */
+export function jobOptions<N extends JobName>(name: N, data: JobData<N>, fallbackId: string): JobsOptions & { jobId: string } {
+  const s = JOBS[name] as JobSpec;
+  const jobId = s.jobId ? s.jobId(data) : fallbackId;
+  return { ...DEFAULT_JOB_OPTIONS, ...(s.options ?? {}), jobId };
+}

@@ -1,0 +1,19 @@
+import type { Job } from 'bullmq';
+import type { CoreContext } from '../src/context';
+import type { JobData, JobName } from '../src/queue/jobs';
+import type { Logger } from '../src/logger';
+
+/** The worker process' context (no HTTP, no api keys). */
+export type WorkerContext = CoreContext;
+
+/** What a handler gets besides its payload. */
+export interface JobContext {
+  job: Job;
+  log: Logger;
+  ctx: WorkerContext;
+}
+
+export type Handler<N extends JobName> = (data: JobData<N>, jc: JobContext) => Promise<unknown>;
+
+/** Every job name → its handler. A missing entry is a compile error. */
+export type Registry = { [N in JobName]: Handler<N> };

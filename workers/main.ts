@@ -1,0 +1,120 @@
+import os from 'node:os';
+import { Worker } from 'bullmq';
+import { loadEnv, redisUrl, type Env } from '../src/config/env';
+import { openStorage } from '../src/core';
+import { createLogger, type Logger } from '../src/logger';
+import { Metrics } from '../src/metrics';
+import { JOBS, JOB_NAMES, jobsOfQueue, type JobSpec } from '../src/queue/jobs';
+import type { QueueName } from '../src/queue/queue-names';
+import { QueueLayer } from '../src/queue/queues';
+import { checkEvictionPolicy, createRedis } from '../src/queue/redis';
+import { dropWorkerMetrics, pushWorkerMetrics } from '../src/queue/worker-metrics';
+import { Shutdown } from '../src/shutdown';
+import type { Registry, WorkerContext } from './context';
+import { createProcessor } from './dispatch';
+import { registry as defaultRegistry } from './registry';
+
+const DEFAULT_CONCURRENCY: Record<QueueName, number> = { maintenance: 1 };
+
+export interface RunningWorker {
+  ctx: WorkerContext;
+  workers: Map<QueueName, Worker>;
+  shutdown: Shutdown;
+  /** Lets active jobs finish (within the grace period), then closes queues, Redis and SQLite. */
+  stop(): Promise<void>;
+}
+
+/** Fails boot when a job has no handler or a served queue has no job (the registry type makes the first a compile error too). */
+export function assertRegistryComplete(handlers: Record<string, unknown>, queues: readonly QueueName[]): void {
+  const missing = JOB_NAMES.filter((n) => typeof handlers[n] !== 'function');
+  if (missing.length) throw new Error(`jobs without a handler: ${missing.join(', ')}`);
+  const empty = queues.filter((q) => jobsOfQueue(q).length === 0);
+  if (empty.length) throw new Error(`queues without jobs: ${empty.join(', ')}`);
+}
+
+/** Starts one BullMQ Worker per served queue, the job schedulers, and metrics publishing. */
+export async function startWorker(env: Env, log: Logger, opts: { handlers?: Registry; dbFile?: string; exit?: (code: number) => void } = {}): Promise<RunningWorker> {
+  const handlers = opts.handlers ?? defaultRegistry;
+  const served = env.WORKER_QUEUES;
+  assertRegistryComplete(handlers, served);
+
+  const storage = openStorage(env, log, opts.dbFile);
+  const queues = new QueueLayer(env, log, storage.db.db, 'worker');
+  const ctx: WorkerContext = { env, log, ...storage, queues };
+  const metrics = new Metrics('worker');
+  const shutdown = new Shutdown(log, env.SHUTDOWN_GRACE_MS, opts.exit);
+
+  await queues.connection.ping();
+  await checkEvictionPolicy(queues.connection, log);
+
+  const workers = new Map<QueueName, Worker>();
+  for (const q of served) {
+    const w = new Worker(q, createProcessor(q, handlers, ctx, metrics), {
+      connection: createRedis(redisUrl(env), 'worker', log, { name: `worker-${q}` }),
+      prefix: env.QUEUE_PREFIX,
+      concurrency: env.WORKER_CONCURRENCY[q] ?? DEFAULT_CONCURRENCY[q] ?? 1,
+      stalledInterval: env.WORKER_STALLED_INTERVAL_MS,
+      lockDuration: env.WORKER_LOCK_DURATION_MS,
+      maxStalledCount: 2,
+      autorun: true,
+    });
+    w.on('error', (err) => log.debug({ err: { message: err.message }, queue: q }, 'worker error'));
+    workers.set(q, w);
+  }
+  const missingWorkers = served.filter((q) => !workers.has(q));
+  if (missingWorkers.length) throw new Error(`queues without a worker: ${missingWorkers.join(', ')}`);
+
+  // Repeatable schedules, created idempotently (same scheduler id every boot).
+  for (const name of JOB_NAMES) {
+    const spec = JOBS[name] as JobSpec;
+    if (!spec.scheduleEveryMs || !served.includes(spec.queue)) continue;
+    const every = spec.scheduleEveryMs(env);
+    await queues.queue(spec.queue).upsertJobScheduler(`schedule-${name}`, { every }, { name, data: spec.schema.parse({}) as object });
+  }
+
+  const workerId = `${os.hostname()}-${process.pid}`;
+  const publish = async () => pushWorkerMetrics(queues.connection, env.QUEUE_PREFIX, workerId, await metrics.registry.getMetricsAsJSON());
+  const metricsTimer = setInterval(() => void publish().catch(() => undefined), 10_000);
+  metricsTimer.unref();
+  void publish().catch(() => undefined);
+
+  shutdown
+    .add('workers', async () => {
+      clearInterval(metricsTimer);
+      // close() waits for active jobs; past the grace period, force so the process can exit (the job stalls and is retried elsewhere).
+      const graceful = Promise.all([...workers.values()].map((w) => w.close()));
+      const timedOut = await Promise.race([
+        graceful.then(() => false),
+        new Promise<boolean>((r) => setTimeout(() => r(true), env.SHUTDOWN_GRACE_MS).unref()),
+      ]);
+      if (timedOut) {
+        log.warn({ graceMs: env.SHUTDOWN_GRACE_MS }, 'active jobs did not finish within the grace period; closing anyway');
+        await Promise.all([...workers.values()].map((w) => w.close(true)));
+      }
+      await Promise.all([...workers.values()].map((w) => w.disconnect().catch(() => undefined)));
+    })
+    .add('metrics', async () => {
+      await publish().catch(() => undefined);
+      await dropWorkerMetrics(queues.connection, env.QUEUE_PREFIX, workerId).catch(() => undefined);
+    })
+    .add('queues', () => queues.close())
+    .add('sqlite', () => storage.db.close());
+
+  log.info({ queues: served, prefix: env.QUEUE_PREFIX }, 'worker ready; waiting for jobs');
+  return { ctx, workers, shutdown, stop: () => shutdown.run('stop') };
+}
+
+/** Entry point of the worker process. */
+export async function runWorkerProcess(): Promise<void> {
+  const env = loadEnv();
+  const log = createLogger(env.LOG_LEVEL, 'engram-worker');
+  const w = await startWorker(env, log);
+  w.shutdown.onSignals();
+}
+
+if (require.main === module) {
+  runWorkerProcess().catch((err) => {
+    console.error(err instanceof Error ? err.message : err);
+    process.exit(1);
+  });
+}
