@@ -11,6 +11,13 @@ export interface JobContext {
   job: Job;
   log: Logger;
   ctx: WorkerContext;
+  /** The worker's lock token for this job. */
+  token: string | undefined;
+  /**
+   * Long handlers call this between batches: when the worker is shutting down it puts the job
+   * back in the waiting list (its checkpoint is in SQLite) and stops, so nothing is left stalled.
+   */
+  yieldIfStopping(): Promise<void>;
 }
 
 export type Handler<N extends JobName> = (data: JobData<N>, jc: JobContext) => Promise<unknown>;

@@ -1,12 +1,17 @@
-import { UnrecoverableError, type Job } from 'bullmq';
+import { DelayedError, UnrecoverableError, WaitingError, type Job } from 'bullmq';
 import { JOBS, type JobName } from '../src/queue/jobs';
 import type { QueueName } from '../src/queue/queue-names';
 import type { Metrics } from '../src/metrics';
-import type { Registry, WorkerContext } from './context';
+import type { JobContext, Registry, WorkerContext } from './context';
+
+/** Shared by the processors of one worker process: set when SIGTERM arrives. */
+export interface StopFlag {
+  stopping: boolean;
+}
 
 /** The BullMQ processor of one queue: checks name and payload, runs the handler, measures, logs final failures once. */
-export function createProcessor(queue: QueueName, handlers: Registry, ctx: WorkerContext, metrics: Metrics) {
-  return async (job: Job): Promise<unknown> => {
+export function createProcessor(queue: QueueName, handlers: Registry, ctx: WorkerContext, metrics: Metrics, stop: StopFlag = { stopping: false }) {
+  return async (job: Job, token?: string): Promise<unknown> => {
     const name = job.name as JobName;
     const spec = JOBS[name];
     if (!spec || spec.queue !== queue) throw new UnrecoverableError(`no job named "${job.name}" runs on queue ${queue}`);
@@ -18,14 +23,24 @@ export function createProcessor(queue: QueueName, handlers: Registry, ctx: Worke
       throw new UnrecoverableError(`invalid payload: ${paths}`);
     }
     const log = ctx.log.child({ job: name, jobId: job.id, attempt: job.attemptsMade + 1 });
-    const stop = metrics.jobDuration.startTimer({ job: name, queue });
+    const stopTimer = metrics.jobDuration.startTimer({ job: name, queue });
     try {
-      const handler = handlers[name] as (data: unknown, jc: { job: Job; log: typeof log; ctx: WorkerContext }) => Promise<unknown>;
-      const out = await handler(parsed.data, { job, log, ctx });
-      stop({ outcome: 'completed' });
+      const handler = handlers[name] as (data: unknown, jc: JobContext) => Promise<unknown>;
+      const yieldIfStopping = async () => {
+        if (!stop.stopping) return;
+        log.info('worker stopping: job handed back to the queue at its checkpoint');
+        await job.moveToWait(token);
+        throw new WaitingError();
+      };
+      const out = await handler(parsed.data, { job, log, ctx, token, yieldIfStopping });
+      stopTimer({ outcome: 'completed' });
       return out;
     } catch (err) {
-      stop({ outcome: 'failed' });
+      if (err instanceof WaitingError || err instanceof DelayedError) {
+        stopTimer({ outcome: 'requeued' });
+        throw err;
+      }
+      stopTimer({ outcome: 'failed' });
       const final = err instanceof UnrecoverableError || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
       metrics.jobFailures.inc({ job: name, queue, final: String(final) });
       if (final) log.error({ err }, 'job failed for good');

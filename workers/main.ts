@@ -11,7 +11,7 @@ import { checkEvictionPolicy, createRedis } from '../src/queue/redis';
 import { dropWorkerMetrics, pushWorkerMetrics } from '../src/queue/worker-metrics';
 import { Shutdown } from '../src/shutdown';
 import type { Registry, WorkerContext } from './context';
-import { createProcessor } from './dispatch';
+import { createProcessor, type StopFlag } from './dispatch';
 import { registry as defaultRegistry } from './registry';
 
 const DEFAULT_CONCURRENCY: Record<QueueName, number> = { maintenance: 1 };
@@ -22,6 +22,8 @@ export interface RunningWorker {
   shutdown: Shutdown;
   /** Lets active jobs finish (within the grace period), then closes queues, Redis and SQLite. */
   stop(): Promise<void>;
+  /** Pushes this process' metrics snapshot now (it is also pushed every 10 s). */
+  publishMetrics(): Promise<void>;
 }
 
 /** Fails boot when a job has no handler or a served queue has no job (the registry type makes the first a compile error too). */
@@ -47,10 +49,14 @@ export async function startWorker(env: Env, log: Logger, opts: { handlers?: Regi
   await queues.connection.ping();
   await checkEvictionPolicy(queues.connection, log);
 
+  const stopFlag: StopFlag = { stopping: false };
   const workers = new Map<QueueName, Worker>();
+  const workerConnections: ReturnType<typeof createRedis>[] = [];
   for (const q of served) {
-    const w = new Worker(q, createProcessor(q, handlers, ctx, metrics), {
-      connection: createRedis(redisUrl(env), 'worker', log, { name: `worker-${q}` }),
+    const connection = createRedis(redisUrl(env), 'worker', log, { name: `worker-${q}` });
+    workerConnections.push(connection);
+    const w = new Worker(q, createProcessor(q, handlers, ctx, metrics, stopFlag), {
+      connection,
       prefix: env.QUEUE_PREFIX,
       concurrency: env.WORKER_CONCURRENCY[q] ?? DEFAULT_CONCURRENCY[q] ?? 1,
       stalledInterval: env.WORKER_STALLED_INTERVAL_MS,
@@ -69,7 +75,9 @@ export async function startWorker(env: Env, log: Logger, opts: { handlers?: Regi
     const spec = JOBS[name] as JobSpec;
     if (!spec.scheduleEveryMs || !served.includes(spec.queue)) continue;
     const every = spec.scheduleEveryMs(env);
-    await queues.queue(spec.queue).upsertJobScheduler(`schedule-${name}`, { every }, { name, data: spec.schema.parse({}) as object });
+    // 0 turns a schedule off (and removes one an earlier boot created).
+    if (every === 0) await queues.queue(spec.queue).removeJobScheduler(`schedule-${name}`);
+    else await queues.queue(spec.queue).upsertJobScheduler(`schedule-${name}`, { every }, { name, data: spec.schema.parse({}) as object });
   }
 
   const workerId = `${os.hostname()}-${process.pid}`;
@@ -81,6 +89,8 @@ export async function startWorker(env: Env, log: Logger, opts: { handlers?: Regi
   shutdown
     .add('workers', async () => {
       clearInterval(metricsTimer);
+      // Long jobs hand themselves back at their next checkpoint; short ones finish.
+      stopFlag.stopping = true;
       // close() waits for active jobs; past the grace period, force so the process can exit (the job stalls and is retried elsewhere).
       const graceful = Promise.all([...workers.values()].map((w) => w.close()));
       const timedOut = await Promise.race([
@@ -91,7 +101,8 @@ export async function startWorker(env: Env, log: Logger, opts: { handlers?: Regi
         log.warn({ graceMs: env.SHUTDOWN_GRACE_MS }, 'active jobs did not finish within the grace period; closing anyway');
         await Promise.all([...workers.values()].map((w) => w.close(true)));
       }
-      await Promise.all([...workers.values()].map((w) => w.disconnect().catch(() => undefined)));
+      // BullMQ does not close connections it was handed.
+      workerConnections.forEach((c) => c.disconnect());
     })
     .add('metrics', async () => {
       await publish().catch(() => undefined);
@@ -101,7 +112,7 @@ export async function startWorker(env: Env, log: Logger, opts: { handlers?: Regi
     .add('sqlite', () => storage.db.close());
 
   log.info({ queues: served, prefix: env.QUEUE_PREFIX }, 'worker ready; waiting for jobs');
-  return { ctx, workers, shutdown, stop: () => shutdown.run('stop') };
+  return { ctx, workers, shutdown, stop: () => shutdown.run('stop'), publishMetrics: publish };
 }
 
 /** Entry point of the worker process. */

@@ -7,7 +7,7 @@ export interface JobSpec<S extends z.ZodType = z.ZodType> {
   queue: QueueName;
   schema: S;
   /** Deterministic id: the same logical work always gets the same id (BullMQ dedupes it). */
-  jobId?: (data: z.infer<S>) => string;
+  jobId?: (data: z.infer<S>, now: number) => string | undefined;
   /** Overrides of DEFAULT_JOB_OPTIONS. */
   options?: JobsOptions;
   /** Repeat interval for jobs run by a scheduler (created idempotently at worker boot). */
@@ -37,6 +37,8 @@ export const JOBS = {
       reason: z.enum(['schedule', 'reconnect', 'manual']).default('schedule'),
       batchSize: z.number().int().min(1).max(10_000).default(1000),
     }),
+    // Reconnect storms (several api processes, flapping Redis) coalesce into one sweep per 10 s.
+    jobId: (d, now) => (d.reason === 'schedule' ? undefined : `repair-sweep-${d.reason}-${Math.floor(now / 10_000)}`),
     scheduleEveryMs: (e) => e.REPAIR_SWEEP_EVERY_MS,
   }),
 } as const satisfies Record<string, JobSpec>;
@@ -59,6 +61,6 @@ export function parsePayload<N extends JobName>(name: N, data: unknown): JobData
 /** Options of one add: defaults, the spec's overrides and the deterministic id. */
 export function jobOptions<N extends JobName>(name: N, data: JobData<N>, fallbackId: string): JobsOptions & { jobId: string } {
   const s = JOBS[name] as JobSpec;
-  const jobId = s.jobId ? s.jobId(data) : fallbackId;
+  const jobId = s.jobId?.(data, Date.now()) ?? fallbackId;
   return { ...DEFAULT_JOB_OPTIONS, ...(s.options ?? {}), jobId };
 }

@@ -1,3 +1,4 @@
+import type Database from 'better-sqlite3';
 import type { Db } from '../connection';
 import type { EventOp, EventSource, ListFilter, Memory, MemoryEvent, MemoryRecord, MemoryType } from '../../memory/types';
 
@@ -119,11 +120,22 @@ function where(f: ListFilter): { sql: string; params: unknown[] } {
 
 /** The only SQL over `memories` and `memory_events`. */
 export class MemoryRepository {
+  private readonly stmts = new Map<string, Database.Statement>();
+
   constructor(private readonly db: Db) {}
 
+  /** Prepared once per SQL text: preparing costs more than most of these queries. */
+  private stmt(sql: string): Database.Statement {
+    let s = this.stmts.get(sql);
+    if (!s) {
+      s = this.db.prepare(sql);
+      this.stmts.set(sql, s);
+    }
+    return s;
+  }
+
   insert(r: NewRow): number {
-    const info = this.db
-      .prepare(
+    const info = this.stmt(
         `INSERT INTO memories (id, api_key_id, session_id, type, key, content, metadata, created_at, updated_at, expires_at, content_hash, needs_reindex)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`,
       )
@@ -141,39 +153,39 @@ export class MemoryRepository {
       params.push(field === 'metadata' ? JSON.stringify(v) : field === 'needsReindex' ? (v ? 1 : 0) : v);
     }
     params.push(memoryId);
-    this.db.prepare(`UPDATE memories SET ${sets.join(', ')} WHERE memory_id = ?`).run(...params);
+    this.stmt(`UPDATE memories SET ${sets.join(', ')} WHERE memory_id = ?`).run(...params);
   }
 
   delete(memoryId: number): boolean {
-    return this.db.prepare('DELETE FROM memories WHERE memory_id = ?').run(memoryId).changes > 0;
+    return this.stmt('DELETE FROM memories WHERE memory_id = ?').run(memoryId).changes > 0;
   }
 
   findById(id: string): MemoryRecord | null {
-    const r = this.db.prepare('SELECT * FROM memories WHERE id = ?').get(id) as Row | undefined;
+    const r = this.stmt('SELECT * FROM memories WHERE id = ?').get(id) as Row | undefined;
     return r ? rowToRecord(r) : null;
   }
 
   findByMemoryId(memoryId: number): MemoryRecord | null {
-    const r = this.db.prepare('SELECT * FROM memories WHERE memory_id = ?').get(memoryId) as Row | undefined;
+    const r = this.stmt('SELECT * FROM memories WHERE memory_id = ?').get(memoryId) as Row | undefined;
     return r ? rowToRecord(r) : null;
   }
 
   findByKey(apiKeyId: string, key: string): MemoryRecord | null {
-    const r = this.db.prepare('SELECT * FROM memories WHERE api_key_id = ? AND key = ?').get(apiKeyId, key) as Row | undefined;
+    // The key terms repeat the partial index's WHERE so SQLite can use it (else: a scan per upsert).
+    const r = this.stmt("SELECT * FROM memories WHERE api_key_id = ? AND key = ? AND key IS NOT NULL AND key <> ''").get(apiKeyId, key) as Row | undefined;
     return r ? rowToRecord(r) : null;
   }
 
   list(f: ListFilter, limit: number, offset: number): MemoryRecord[] {
     const w = where(f);
-    const rows = this.db
-      .prepare(`SELECT * FROM memories ${w.sql} ORDER BY created_at DESC, memory_id DESC LIMIT ? OFFSET ?`)
+    const rows = this.stmt(`SELECT * FROM memories ${w.sql} ORDER BY created_at DESC, memory_id DESC LIMIT ? OFFSET ?`)
       .all(...w.params, limit, offset) as Row[];
     return rows.map(rowToRecord);
   }
 
   countByType(f: ListFilter): Record<string, number> {
     const w = where(f);
-    const rows = this.db.prepare(`SELECT type, COUNT(*) AS n FROM memories ${w.sql} GROUP BY type`).all(...w.params) as {
+    const rows = this.stmt(`SELECT type, COUNT(*) AS n FROM memories ${w.sql} GROUP BY type`).all(...w.params) as {
       type: string;
       n: number;
     }[];
@@ -184,8 +196,8 @@ export class MemoryRepository {
   tokensUsed(apiKeyId?: string): number {
     const row = (
       apiKeyId === undefined
-        ? this.db.prepare('SELECT COALESCE(SUM((LENGTH(content) + 3) / 4), 0) AS t FROM memories').get()
-        : this.db.prepare('SELECT COALESCE(SUM((LENGTH(content) + 3) / 4), 0) AS t FROM memories WHERE api_key_id = ?').get(apiKeyId)
+        ? this.stmt('SELECT COALESCE(SUM((LENGTH(content) + 3) / 4), 0) AS t FROM memories').get()
+        : this.stmt('SELECT COALESCE(SUM((LENGTH(content) + 3) / 4), 0) AS t FROM memories WHERE api_key_id = ?').get(apiKeyId)
     ) as { t: number };
     return row.t;
   }
@@ -193,8 +205,7 @@ export class MemoryRepository {
   /** Ids of rows past their expiry, oldest expiry first. */
   expiredIds(nowIso: string, limit: number): string[] {
     return (
-      this.db
-        .prepare('SELECT id FROM memories WHERE expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at LIMIT ?')
+      this.stmt('SELECT id FROM memories WHERE expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at LIMIT ?')
         .all(nowIso, limit) as { id: string }[]
     ).map((r) => r.id);
   }
@@ -211,8 +222,7 @@ export class MemoryRepository {
     requestId: string | null;
     createdAt: string;
   }): void {
-    this.db
-      .prepare(
+    this.stmt(
         `INSERT INTO memory_events (memory_id, memory_uuid, api_key_id, op, before, after, source, job_id, request_id, created_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       )
@@ -231,8 +241,7 @@ export class MemoryRepository {
   }
 
   events(memoryUuid: string): MemoryEvent[] {
-    const rows = this.db
-      .prepare('SELECT * FROM memory_events WHERE memory_uuid = ? ORDER BY event_id')
+    const rows = this.stmt('SELECT * FROM memory_events WHERE memory_uuid = ? ORDER BY event_id')
       .all(memoryUuid) as {
       event_id: number;
       memory_uuid: string;
