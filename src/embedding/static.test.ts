@@ -1,0 +1,166 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { testEnv, tempDir } from '../../test/helpers/env';
+import { startFakeHubServer, type FakeHubServer } from '../../test/helpers/fake-hub-server';
+import { safetensorsBytes, topicModelSpec, writeModel2VecFolder } from '../../test/helpers/model-fixtures';
+import { forgetStaticModels, loadStaticModel, parseSafetensors, StaticEmbedder, StaticModel, staticModelLocation } from './static';
+import { cosine, isZeroVector } from './types';
+
+const norm = (v: Float32Array) => Math.sqrt(v.reduce((s, x) => s + x * x, 0));
+
+/** The bytes of a fixture model2vec folder, keyed as the fake hub serves them. */
+function hubFiles(repo: string, dim = 8): Record<string, Buffer> {
+  const dir = writeModel2VecFolder(path.join(tempDir('m2v-src'), 'm'), topicModelSpec(dim));
+  return Object.fromEntries(['tokenizer.json', 'model.safetensors', 'config.json'].map((f) => [`${repo}/${f}`, fs.readFileSync(path.join(dir, f))]));
+}
+
+describe('static (model2vec) source from a local folder', () => {
+  afterEach(() => forgetStaticModels());
+
+  it('tokenises with the transformers.js tokenizer, mean-pools, normalises; related words score higher', async () => {
+    const folder = writeModel2VecFolder(path.join(tempDir('m2v'), 'potion-fixture'), topicModelSpec(16));
+    const e = new StaticEmbedder(testEnv({ MEMORY_STATIC_MODEL: folder }));
+    expect(e.identity).toBe(folder);
+    const [cat, kitten, pizza, dog] = await e.embed(['My CAT', 'the kitten', 'pizza and pasta', 'dog']);
+    expect(cat.length).toBe(16);
+    for (const v of [cat, kitten, pizza, dog]) expect(norm(v)).toBeCloseTo(1, 5);
+    expect(cosine(cat, kitten)).toBeGreaterThan(cosine(cat, pizza) + 0.3);
+    expect(cosine(dog, kitten)).toBeGreaterThan(cosine(dog, pizza));
+  });
+
+  it('accepts a relative folder path', () => {
+    const folder = writeModel2VecFolder(path.join(tempDir('m2v'), 'rel'), topicModelSpec(8));
+    const rel = path.relative(process.cwd(), folder);
+    expect(staticModelLocation(testEnv({ MEMORY_STATIC_MODEL: rel }))).toEqual({ kind: 'local', folder });
+  });
+
+  it('drops special tokens and [UNK]: unknown words change nothing, an all-unknown text is a zero vector without NaN', () => {
+    const folder = writeModel2VecFolder(path.join(tempDir('m2v'), 'm'), topicModelSpec(8));
+    const model = StaticModel.fromFolder(folder);
+    expect(model.unkId).toBe(1);
+    const plain = model.embed('cat');
+    const noisy = model.embed('cat zzzqqq xyzzy');
+    expect(Array.from(noisy)).toEqual(Array.from(plain));
+    expect(model.tokenIds('[CLS] cat [SEP]')).toEqual(model.tokenIds('cat'));
+    const zero = model.embed('zzzqqq xyzzy');
+    expect(zero.length).toBe(8);
+    expect(isZeroVector(zero)).toBe(true);
+    expect(zero.some(Number.isNaN)).toBe(false);
+    expect(isZeroVector(model.embed(''))).toBe(true);
+  });
+
+  it('reports a folder that does not exist as model_load_failed', async () => {
+    const e = new StaticEmbedder(testEnv({ MEMORY_STATIC_MODEL: path.join(tempDir('m2v'), 'missing') }));
+    await expect(e.embed(['x'])).rejects.toMatchObject({ reason: 'model_load_failed', source: 'static' });
+  });
+});
+
+describe('parseSafetensors', () => {
+  it('reads the F32 [vocab, dim] matrix after the JSON header', () => {
+    const data = Float32Array.from([1, 2, 3, 4, 5, 6]);
+    const m = parseSafetensors(safetensorsBytes('embeddings', [3, 2], data));
+    expect(m).toMatchObject({ name: 'embeddings', rows: 3, dim: 2 });
+    expect(Array.from(m.data)).toEqual([1, 2, 3, 4, 5, 6]);
+  });
+
+  it('reads F16 tensors', () => {
+    const header = JSON.stringify({ embeddings: { dtype: 'F16', shape: [1, 3], data_offsets: [0, 6] } });
+    const len = Buffer.alloc(8);
+    len.writeBigUInt64LE(BigInt(header.length));
+    const halves = Buffer.alloc(6);
+    [0x3c00, 0xc000, 0x3800].forEach((h, i) => halves.writeUInt16LE(h, i * 2)); // 1, -2, 0.5
+    expect(Array.from(parseSafetensors(Buffer.concat([len, Buffer.from(header), halves])).data)).toEqual([1, -2, 0.5]);
+  });
+
+  it('rejects a file whose tensor is shorter than its shape', () => {
+    const bytes = safetensorsBytes('embeddings', [3, 2], Float32Array.from([1, 2, 3, 4, 5, 6]));
+    expect(() => parseSafetensors(bytes.subarray(0, bytes.length - 4))).toThrow(/size/);
+  });
+});
+
+describe('static source from the hub (fake hub on 127.0.0.1)', () => {
+  const repo = 'fixture-org/potion-tiny';
+  let hub: FakeHubServer;
+
+  afterEach(async () => {
+    forgetStaticModels();
+    await hub?.close();
+  });
+
+  it('downloads into <cache>/<owner>--<name>, then loads from disk without asking again (new service, same process)', async () => {
+    hub = await startFakeHubServer(hubFiles(repo));
+    const cache = tempDir('static-cache');
+    const env = testEnv({ MEMORY_STATIC_MODEL: repo, HF_HUB_ENDPOINT: hub.endpoint, MEMORY_STATIC_CACHE_DIR: cache });
+    const [v] = await new StaticEmbedder(env).embed(['kitten']);
+    expect(v.length).toBe(8);
+    const folder = path.join(cache, 'fixture-org--potion-tiny');
+    expect(fs.readdirSync(folder).sort()).toEqual(['.engram-hub.json', 'config.json', 'model.safetensors', 'tokenizer.json']);
+    expect(hub.count(repo, 'model.safetensors')).toBe(1);
+    const before = hub.requests.length;
+
+    // A fresh process would start with an empty memo: forget it and load again.
+    forgetStaticModels();
+    const [again] = await new StaticEmbedder(env).embed(['kitten']);
+    expect(Array.from(again)).toEqual(Array.from(v));
+    expect(hub.requests.length).toBe(before);
+  });
+
+  it('defaults the cache folder to DATA_DIR/models/static', () => {
+    const env = testEnv({ MEMORY_STATIC_MODEL: 'minishlab/potion-base-8M' });
+    expect(staticModelLocation(env)).toEqual({
+      kind: 'hub',
+      repo: 'minishlab/potion-base-8M',
+      folder: path.join(env.DATA_DIR, 'models', 'static', 'minishlab--potion-base-8M'),
+    });
+  });
+
+  it('shares one download between concurrent callers', async () => {
+    hub = await startFakeHubServer(hubFiles(repo), { delayMs: 30 });
+    const env = testEnv({ MEMORY_STATIC_MODEL: repo, HF_HUB_ENDPOINT: hub.endpoint, MEMORY_STATIC_CACHE_DIR: tempDir('static-cache') });
+    const results = await Promise.all(Array.from({ length: 5 }, () => new StaticEmbedder(env).embed(['snow'])));
+    expect(new Set(results.map((r) => r[0].join(','))).size).toBe(1);
+    expect(hub.count(repo, 'tokenizer.json')).toBe(1);
+    expect(hub.count(repo, 'model.safetensors')).toBe(1);
+  });
+
+  it('rejects a truncated download, leaves nothing in place, and retries on the next call', async () => {
+    hub = await startFakeHubServer(hubFiles(repo));
+    hub.truncate(repo, 'model.safetensors', 100);
+    const cache = tempDir('static-cache');
+    const env = testEnv({ MEMORY_STATIC_MODEL: repo, HF_HUB_ENDPOINT: hub.endpoint, MEMORY_STATIC_CACHE_DIR: cache });
+    await expect(new StaticEmbedder(env).embed(['rain'])).rejects.toMatchObject({ reason: 'model_load_failed' });
+    const folder = path.join(cache, 'fixture-org--potion-tiny');
+    const left = fs.readdirSync(folder);
+    expect(left).not.toContain('model.safetensors');
+    expect(left.filter((f) => f.endsWith('.part'))).toEqual([]);
+
+    // The failure was not memoised: once the hub serves the whole file, the same process recovers.
+    hub.truncate(repo, 'model.safetensors', null);
+    const [v] = await new StaticEmbedder(env).embed(['rain']);
+    expect(v.length).toBe(8);
+    expect(hub.count(repo, 'model.safetensors')).toBe(2);
+    expect(hub.count(repo, 'tokenizer.json')).toBe(1);
+  });
+
+  it('fails with model_load_failed when a required file is missing from the repo, naming no URL', async () => {
+    const files = hubFiles(repo);
+    delete files[`${repo}/model.safetensors`];
+    hub = await startFakeHubServer(files);
+    const env = testEnv({ MEMORY_STATIC_MODEL: repo, HF_HUB_ENDPOINT: hub.endpoint, MEMORY_STATIC_CACHE_DIR: tempDir('static-cache') });
+    const err = (await new StaticEmbedder(env).embed(['x']).then(
+      () => null,
+      (e: unknown) => e,
+    )) as Error;
+    expect(err).toMatchObject({ reason: 'model_load_failed' });
+    expect(err.message).toMatch(/model\.safetensors/);
+    expect(err.message).not.toMatch(/127\.0\.0\.1|http/);
+  });
+
+  it('memoises per folder: loadStaticModel returns the same promise to concurrent callers', () => {
+    const folder = writeModel2VecFolder(path.join(tempDir('m2v'), 'm'), topicModelSpec(8));
+    const env = testEnv({ MEMORY_STATIC_MODEL: folder });
+    const a = loadStaticModel(env);
+    expect(loadStaticModel(env)).toBe(a);
+    return a;
+  });
+});

@@ -1,0 +1,238 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Env } from '../config/env';
+import { operatorPolicy, type OutboundPolicy } from '../net/url-policy';
+import { downloadHubFiles, hubRepoFolderName, isHubRepoId } from './hub-download';
+import { EmbeddingError, clipText, l2Normalize, MAX_INPUT_CHARS, type Embedder } from './types';
+
+/** model2vec's own limit: tokens past this many are ignored. */
+const MAX_TOKENS = 512;
+
+export type StaticEnv = Pick<Env, 'MEMORY_STATIC_MODEL' | 'MEMORY_STATIC_CACHE_DIR' | 'DATA_DIR' | 'HF_HUB_ENDPOINT'>;
+
+/** Where a static model lives: a local folder, a hub repo cached in a folder, or an unusable setting. */
+export type StaticLocation =
+  | { kind: 'local'; folder: string }
+  | { kind: 'hub'; repo: string; folder: string }
+  | { kind: 'invalid'; why: string };
+
+function isDir(p: string): boolean {
+  try {
+    return fs.statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/** Reads MEMORY_STATIC_MODEL: an existing folder (absolute or relative) or a hub repo id. */
+export function staticModelLocation(env: StaticEnv): StaticLocation {
+  const model = env.MEMORY_STATIC_MODEL.trim();
+  const explicitPath = path.isAbsolute(model) || model.startsWith('.') || model.startsWith('~');
+  const local = path.resolve(model.startsWith('~') ? path.join(os.homedir(), model.slice(1)) : model);
+  if (isDir(local)) return { kind: 'local', folder: local };
+  if (explicitPath) return { kind: 'invalid', why: 'MEMORY_STATIC_MODEL folder not found' };
+  if (!isHubRepoId(model)) return { kind: 'invalid', why: 'MEMORY_STATIC_MODEL is neither a folder nor a hub repo id' };
+  const root = path.resolve(env.MEMORY_STATIC_CACHE_DIR ?? path.join(env.DATA_DIR, 'models', 'static'));
+  return { kind: 'hub', repo: model, folder: path.join(root, hubRepoFolderName(model)) };
+}
+
+export interface SafetensorsMatrix {
+  name: string;
+  rows: number;
+  dim: number;
+  data: Float32Array;
+}
+
+function halfToFloat(h: number): number {
+  const sign = h & 0x8000 ? -1 : 1;
+  const exp = (h >> 10) & 0x1f;
+  const frac = h & 0x3ff;
+  if (exp === 0) return sign * 2 ** -14 * (frac / 1024);
+  if (exp === 31) return frac ? NaN : sign * Infinity;
+  return sign * 2 ** (exp - 15) * (1 + frac / 1024);
+}
+
+/** Reads the embedding matrix of a model2vec safetensors file (`embeddings`, else the first 2-D float tensor). */
+export function parseSafetensors(buf: Buffer): SafetensorsMatrix {
+  if (buf.length < 8) throw new Error('safetensors file is too short');
+  const headerLen = Number(buf.readBigUInt64LE(0));
+  if (headerLen <= 0 || 8 + headerLen > buf.length) throw new Error('safetensors header length is out of range');
+  const header = JSON.parse(buf.subarray(8, 8 + headerLen).toString('utf8')) as Record<
+    string,
+    { dtype: string; shape: number[]; data_offsets: [number, number] }
+  >;
+  const floats = ['F32', 'F16', 'BF16'];
+  const entries = Object.entries(header).filter(([k, t]) => k !== '__metadata__' && t && floats.includes(t.dtype) && t.shape?.length === 2);
+  const picked = entries.find(([k]) => k === 'embeddings') ?? entries[0];
+  if (!picked) throw new Error('safetensors file has no 2-D float tensor');
+  const [name, t] = picked;
+  const [rows, dim] = t.shape;
+  const width = t.dtype === 'F32' ? 4 : 2;
+  const start = 8 + headerLen + t.data_offsets[0];
+  const end = 8 + headerLen + t.data_offsets[1];
+  if (end > buf.length || end - start !== rows * dim * width) throw new Error('safetensors tensor size does not match its shape');
+  const data = new Float32Array(rows * dim);
+  if (t.dtype === 'F32' && os.endianness() === 'LE') {
+    // Copy through an aligned buffer: the tensor may start at any byte offset.
+    data.set(new Float32Array(buf.buffer.slice(buf.byteOffset + start, buf.byteOffset + end)));
+  } else {
+    for (let i = 0; i < data.length; i++) {
+      const at = start + i * width;
+      if (t.dtype === 'F32') data[i] = buf.readFloatLE(at);
+      else if (t.dtype === 'F16') data[i] = halfToFloat(buf.readUInt16LE(at));
+      else data[i] = new Float32Array(new Uint32Array([buf.readUInt16LE(at) << 16]).buffer)[0];
+    }
+  }
+  return { name, rows, dim, data };
+}
+
+interface Tokenizer {
+  encode(text: string, opts: { add_special_tokens: boolean }): number[];
+  all_special_ids?: number[];
+}
+
+type TransformersModule = typeof import('@huggingface/transformers');
+
+/** The tokenizer of a folder: tokenizer.json plus tokenizer_config.json when present (model2vec repos ship none). */
+function loadTokenizer(folder: string): { tokenizer: Tokenizer; unkId: number | null } {
+  // Required lazily: the library pulls in onnxruntime, which only static/transformers users should pay for.
+  const transformers = require('@huggingface/transformers') as TransformersModule;
+  const json = JSON.parse(fs.readFileSync(path.join(folder, 'tokenizer.json'), 'utf8')) as {
+    model?: { unk_token?: string | null; unk_id?: number | null; vocab?: unknown };
+  };
+  const configPath = path.join(folder, 'tokenizer_config.json');
+  const config = fs.existsSync(configPath) ? (JSON.parse(fs.readFileSync(configPath, 'utf8')) as Record<string, unknown>) : {};
+  // Same class choice as AutoTokenizer, without its file lookup that insists on tokenizer_config.json.
+  const className = typeof config.tokenizer_class === 'string' ? config.tokenizer_class.replace(/Fast$/, '') : 'PreTrainedTokenizer';
+  const exports = transformers as unknown as Record<string, unknown>;
+  const Cls = (typeof exports[className] === 'function' ? exports[className] : transformers.PreTrainedTokenizer) as new (
+    tokenizerJSON: unknown,
+    tokenizerConfig: unknown,
+  ) => Tokenizer;
+  const tokenizer = new Cls(json, config);
+  let unkId: number | null = null;
+  const model = json.model ?? {};
+  if (typeof model.unk_id === 'number') unkId = model.unk_id;
+  else if (typeof model.unk_token === 'string' && model.vocab && typeof model.vocab === 'object' && !Array.isArray(model.vocab)) {
+    const id = (model.vocab as Record<string, number>)[model.unk_token];
+    if (typeof id === 'number') unkId = id;
+  }
+  return { tokenizer, unkId };
+}
+
+/** A loaded model2vec model: tokenizer plus [vocab, dim] matrix. */
+export class StaticModel {
+  /** Ids that never contribute: special tokens and [UNK]. */
+  private readonly skip: Set<number>;
+
+  constructor(
+    private readonly tokenizer: Tokenizer,
+    private readonly matrix: Float32Array,
+    readonly rows: number,
+    readonly dim: number,
+    readonly unkId: number | null,
+  ) {
+    // Text that spells "[CLS]" would otherwise match the added token; special rows carry no meaning of the text.
+    this.skip = new Set([...(tokenizer.all_special_ids ?? []), ...(unkId === null ? [] : [unkId])]);
+  }
+
+  /** Loads tokenizer.json and model.safetensors from a folder. */
+  static fromFolder(folder: string): StaticModel {
+    const { tokenizer, unkId } = loadTokenizer(folder);
+    const m = parseSafetensors(fs.readFileSync(path.join(folder, 'model.safetensors')));
+    return new StaticModel(tokenizer, m.data, m.rows, m.dim, unkId);
+  }
+
+  /** Token ids that contribute to a text's vector: no special tokens, no [UNK], none past the matrix. */
+  tokenIds(text: string): number[] {
+    const ids = this.tokenizer.encode(clipText(text, MAX_INPUT_CHARS), { add_special_tokens: false }).slice(0, MAX_TOKENS);
+    return ids.filter((id) => !this.skip.has(id) && id >= 0 && id < this.rows);
+  }
+
+  /** Mean of the token rows, L2-normalised; all zeros when no token is known. */
+  embed(text: string): Float32Array {
+    const out = new Float32Array(this.dim);
+    const ids = this.tokenIds(text);
+    for (const id of ids) {
+      const row = id * this.dim;
+      for (let j = 0; j < this.dim; j++) out[j] += this.matrix[row + j];
+    }
+    if (ids.length) for (let j = 0; j < this.dim; j++) out[j] /= ids.length;
+    return l2Normalize(out);
+  }
+}
+
+/** In-flight and finished loads by folder: one download and one parse per process. */
+const loads = new Map<string, Promise<StaticModel>>();
+
+/** Loads (downloading first when it is a hub repo) the static model; concurrent callers share one promise, a failure is forgotten. */
+export function loadStaticModel(env: StaticEnv, policy: OutboundPolicy = operatorPolicy()): Promise<StaticModel> {
+  const loc = staticModelLocation(env);
+  if (loc.kind === 'invalid') return Promise.reject(new Error(loc.why));
+  const key = loc.folder;
+  let p = loads.get(key);
+  if (!p) {
+    p = (async () => {
+      if (loc.kind === 'hub') {
+        await downloadHubFiles({
+          endpoint: env.HF_HUB_ENDPOINT,
+          repo: loc.repo,
+          dir: loc.folder,
+          required: ['tokenizer.json', 'model.safetensors'],
+          optional: ['config.json', 'tokenizer_config.json'],
+          policy,
+        });
+      }
+      return StaticModel.fromFolder(loc.folder);
+    })();
+    loads.set(key, p);
+    p.catch(() => {
+      if (loads.get(key) === p) loads.delete(key);
+    });
+  }
+  return p;
+}
+
+/** Forgets loaded models (tests, and operators swapping a folder in place). */
+export function forgetStaticModels(): void {
+  loads.clear();
+}
+
+function abortable<T>(p: Promise<T>, signal?: AbortSignal): Promise<T> {
+  if (!signal) return p;
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
+
+/** model2vec embeddings computed in-process from a local or downloaded folder. */
+export class StaticEmbedder implements Embedder {
+  readonly source = 'static' as const;
+  readonly model: string;
+  readonly identity: string;
+
+  constructor(
+    private readonly env: StaticEnv,
+    private readonly policy: OutboundPolicy = operatorPolicy(),
+  ) {
+    this.model = env.MEMORY_STATIC_MODEL;
+    const loc = staticModelLocation(env);
+    this.identity = loc.kind === 'local' ? loc.folder : this.model;
+  }
+
+  async embed(texts: string[], signal?: AbortSignal): Promise<Float32Array[]> {
+    let model: StaticModel;
+    try {
+      // A caller giving up does not cancel the shared load: the next caller reuses it.
+      model = await abortable(loadStaticModel(this.env, this.policy), signal);
+    } catch (err) {
+      if (signal?.aborted) throw new EmbeddingError('timeout', 'static', this.model, 'static model load did not finish in time');
+      throw new EmbeddingError('model_load_failed', 'static', this.model, `static model could not be loaded: ${(err as Error).message}`);
+    }
+    return texts.map((t) => model.embed(t));
+  }
+}
