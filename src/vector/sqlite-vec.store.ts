@@ -1,0 +1,296 @@
+import type { Db } from '../db/connection';
+import { nowIso } from '../db/connection';
+import { VectorRepository, type KnnCandidate, type VecFilterParams } from '../db/repositories/vector.repository';
+import type { MemoryService } from '../memory/memory.service';
+import {
+  VectorInputError,
+  VectorUnavailableError,
+  type KnnFilter,
+  type PendingReindexRow,
+  type SignatureInput,
+  type UpsertManyResult,
+  type UpsertResult,
+  type VecMeta,
+  type VecQuantization,
+  type VecStats,
+  type VectorHit,
+  type VectorSearcher,
+  type VectorUpsertRow,
+} from './types';
+
+/** sqlite-vec 0.1.9 refuses `k` above 4096 in a KNN query. */
+export const VEC0_MAX_K = 4096;
+/** sqlite-vec 0.1.9 refuses vector columns wider than 8192. */
+export const VEC0_MAX_DIM = 8192;
+/** KNN asks vec0 for this many times k, so rows removed by expiry/retention/session rarely force a retry. */
+const OVERFETCH = 4;
+/**
+ * When a filtered search comes up short and at most this many memories pass the filters, score
+ * those rows exactly (vec0 point lookups, ~0.1 ms each) instead of widening the KNN again.
+ */
+const DEFAULT_EXACT_SCAN_MAX_ROWS = 2000;
+
+export interface SqliteVecStoreOptions {
+  /** sqlite-vec is loaded into this connection (DbHandle.vecLoaded). */
+  vecLoaded: boolean;
+  /** The quantization new signatures ask for (MEMORY_VEC_QUANTIZATION); reads follow the stored signature. */
+  quantization: VecQuantization;
+  exactScanMaxRows?: number;
+}
+
+/** Splits the `:<dim>[:int8]` tail off a signature; null when it has none. */
+export function parseSignature(signature: string): { dim: number; quantization: VecQuantization } | null {
+  const m = /:(\d+)(:int8)?$/.exec(signature);
+  if (!m) return null;
+  return { dim: Number(m[1]), quantization: m[2] ? 'int8' : 'none' };
+}
+
+/**
+ * An L2-normalised copy of `v`, or null when it is all zeros (such a vector has no direction:
+ * vec0 reports a NULL cosine distance for it, which sorts first, so it must never be stored or searched).
+ */
+export function normalise(v: Float32Array): Float32Array | null {
+  let sum = 0;
+  for (let i = 0; i < v.length; i++) {
+    const x = v[i]!;
+    if (!Number.isFinite(x)) throw new VectorInputError('invalid_vector', `vector component ${i} is ${x}`);
+    sum += x * x;
+  }
+  if (sum === 0) return null;
+  const inv = 1 / Math.sqrt(sum);
+  const out = new Float32Array(v.length);
+  for (let i = 0; i < v.length; i++) out[i] = v[i]! * inv;
+  return out;
+}
+
+function toBlob(v: Float32Array): Buffer {
+  return Buffer.from(v.buffer, v.byteOffset, v.byteLength);
+}
+
+function filterParams(f: KnnFilter): VecFilterParams {
+  return { nowIso: f.nowIso, createdAfterIso: f.createdAfterIso || null, sessionId: f.sessionId || null };
+}
+
+function toHit(r: { memoryId: number; id: string; distance: number }): VectorHit {
+  return { memoryId: r.memoryId, id: r.id, distance: r.distance, score: Math.min(1, Math.max(0, 1 - r.distance)) };
+}
+
+/**
+ * The sqlite-vec vector tier: one vec0 table partitioned by tenant, keyed by memories.memory_id.
+ * Zero vectors are skipped, never stored or thrown on upsert: the memory is then served by
+ * keywords and its reindex flag is still cleared, so the reindex job does not retry it forever.
+ */
+export class SqliteVecStore implements VectorSearcher {
+  readonly repo: VectorRepository;
+  private readonly vecLoaded: boolean;
+  private readonly quantization: VecQuantization;
+  private readonly exactScanMaxRows: number;
+
+  constructor(
+    private readonly db: Db,
+    opts: SqliteVecStoreOptions,
+  ) {
+    this.repo = new VectorRepository(db);
+    this.vecLoaded = opts.vecLoaded;
+    this.quantization = opts.quantization;
+    this.exactScanMaxRows = opts.exactScanMaxRows ?? DEFAULT_EXACT_SCAN_MAX_ROWS;
+  }
+
+  /** Whether sqlite-vec is loaded into this connection. */
+  available(): boolean {
+    return this.vecLoaded;
+  }
+
+  /** The memory_vec_meta singleton. */
+  meta(): VecMeta {
+    return this.repo.readMeta();
+  }
+
+  /** The signature the current vec_memories table was built for (null before the first rebuild). */
+  currentSignature(): string | null {
+    return this.repo.readMeta().signature;
+  }
+
+  /** `<source>:<identity|model>:<dim>[:int8]`, or null while the dimension is unknown. */
+  signatureFor(resolution: SignatureInput, quantization: VecQuantization = this.quantization): string | null {
+    const dim = resolution.dimensions;
+    if (dim === null || !Number.isInteger(dim) || dim <= 0) return null;
+    const who = resolution.identity || resolution.model || 'null';
+    return `${resolution.source || 'null'}:${who}:${dim}${quantization === 'int8' ? ':int8' : ''}`;
+  }
+
+  /** True when the vec table exists and was built for exactly this signature; never changes anything. */
+  isCompatible(signature: string): boolean {
+    if (!this.vecLoaded || !this.repo.tableExists()) return false;
+    return this.repo.readMeta().signature === signature;
+  }
+
+  /**
+   * Drops and recreates vec_memories for `signature`, flags every memory for reindex and records
+   * the new meta, all in one transaction; only the reindex job calls this. Returns how many rows were flagged.
+   */
+  rebuild(signature: string, dim: number): { flagged: number } {
+    if (!this.vecLoaded) throw new VectorUnavailableError('extension_not_loaded', 'sqlite-vec is not loaded');
+    const parsed = parseSignature(signature);
+    if (!parsed) throw new VectorInputError('invalid_signature', `signature ${JSON.stringify(signature)} does not end in :<dim>[:int8]`);
+    if (parsed.dim !== dim) throw new VectorInputError('dimension_mismatch', `signature ${signature} is for ${parsed.dim} dimensions, not ${dim}`);
+    if (!Number.isInteger(dim) || dim <= 0 || dim > VEC0_MAX_DIM) {
+      throw new VectorInputError('dimension_mismatch', `sqlite-vec supports 1..${VEC0_MAX_DIM} dimensions, got ${dim}`);
+    }
+    return this.db
+      .transaction(() => {
+        this.repo.recreateTable(dim, parsed.quantization);
+        const flagged = this.repo.markAllNeedsReindex();
+        this.repo.writeMeta({ activeDim: dim, signature, lastResetAt: nowIso(), tableCreated: true });
+        return { flagged };
+      })
+      .immediate();
+  }
+
+  // The table's shape comes from the stored signature, never from the env: flipping
+  // MEMORY_VEC_QUANTIZATION only takes effect at the next rebuild.
+  private readyIndex(expectedSignature: string | undefined): { dim: number; quantization: VecQuantization } {
+    if (!this.vecLoaded) throw new VectorUnavailableError('extension_not_loaded', 'sqlite-vec is not loaded');
+    const meta = this.repo.readMeta();
+    if (!this.repo.tableExists() || meta.activeDim === null || meta.signature === null) {
+      throw new VectorUnavailableError('index_not_built', 'the vector index has not been built yet');
+    }
+    if (expectedSignature !== undefined && meta.signature !== expectedSignature) {
+      throw new VectorUnavailableError('signature_mismatch', `the vector index is for ${meta.signature}, not ${expectedSignature}`);
+    }
+    const parsed = parseSignature(meta.signature);
+    return { dim: meta.activeDim, quantization: parsed?.quantization ?? 'none' };
+  }
+
+  private upsertInTx(row: VectorUpsertRow, dim: number, quantization: VecQuantization): UpsertResult {
+    if (row.vector.length !== dim) {
+      throw new VectorInputError('dimension_mismatch', `vector has ${row.vector.length} dimensions, the index has ${dim}`);
+    }
+    const unit = normalise(row.vector);
+    const owner = this.repo.memoryForVector(row.memoryId);
+    if (!owner) {
+      // Deleted while it was being embedded: storing now would leave an orphan.
+      this.repo.deleteVector(row.memoryId);
+      return { stored: false, cleared: false, skipped: 'memory_missing' };
+    }
+    if (owner.apiKeyId !== row.apiKeyId) {
+      throw new VectorInputError('tenant_mismatch', `memory ${row.memoryId} belongs to another API key`);
+    }
+    this.repo.deleteVector(row.memoryId);
+    if (unit) this.repo.insertVector(row.memoryId, row.apiKeyId, toBlob(unit), quantization);
+    const cleared = this.repo.clearNeedsReindex(row.memoryId, row.contentHash);
+    return { stored: unit !== null, cleared, skipped: unit ? null : 'zero_vector' };
+  }
+
+  /**
+   * Replaces a memory's vector and clears its reindex flag only if `contentHash` still matches
+   * (a stale embedding never clears a newer edit's flag); with `expectedSignature`, refuses when a
+   * rebuild for another model happened since the caller checked.
+   */
+  upsert(memoryId: number, apiKeyId: string, vector: Float32Array, contentHash: string, expectedSignature?: string): UpsertResult {
+    return this.db
+      .transaction(() => {
+        const ix = this.readyIndex(expectedSignature);
+        return this.upsertInTx({ memoryId, apiKeyId, vector, contentHash }, ix.dim, ix.quantization);
+      })
+      .immediate();
+  }
+
+  /** Upserts a batch in one transaction (all or nothing); see `upsert`. */
+  upsertMany(rows: VectorUpsertRow[], expectedSignature?: string): UpsertManyResult {
+    return this.db
+      .transaction(() => {
+        const ix = this.readyIndex(expectedSignature);
+        const out: UpsertManyResult = { stored: 0, cleared: 0, zeroVectors: 0, missing: 0 };
+        for (const row of rows) {
+          const r = this.upsertInTx(row, ix.dim, ix.quantization);
+          if (r.stored) out.stored++;
+          if (r.cleared) out.cleared++;
+          if (r.skipped === 'zero_vector') out.zeroVectors++;
+          if (r.skipped === 'memory_missing') out.missing++;
+        }
+        return out;
+      })
+      .immediate();
+  }
+
+  /** Deletes a memory's vector within the caller's transaction; a no-op without sqlite-vec or before the table exists. */
+  delete(memoryId: number): boolean {
+    if (!this.vecLoaded || !this.repo.tableExists()) return false;
+    return this.repo.deleteVector(memoryId);
+  }
+
+  /**
+   * The tenant's k nearest live memories by cosine similarity. Tenant isolation is the vec0
+   * partition constraint; expiry, retention and session are applied by joining memories, with
+   * over-fetch, doubling retries and an exact scan when the filters are selective. Throws
+   * VectorUnavailableError whenever the caller should fall back to keywords.
+   */
+  knn(apiKeyId: string, vector: Float32Array, k: number, filter: KnnFilter): VectorHit[] {
+    const ix = this.readyIndex(filter.signature);
+    if (vector.length !== ix.dim) {
+      throw new VectorUnavailableError('dimension_mismatch', `query has ${vector.length} dimensions, the index has ${ix.dim}`);
+    }
+    const unit = normalise(vector);
+    if (!unit) throw new VectorUnavailableError('zero_query_vector', 'the query embedding is all zeros');
+    const want = Math.min(Math.floor(k), VEC0_MAX_K);
+    if (!(want > 0)) return [];
+    const blob = toBlob(unit);
+    const f = filterParams(filter);
+
+    let fetch = Math.min(want * OVERFETCH, VEC0_MAX_K);
+    let eligible: number | null = null;
+    for (;;) {
+      const candidates = this.repo.knnCandidates(apiKeyId, blob, fetch, ix.quantization, f);
+      const hits = candidates.filter((c): c is KnnCandidate & { id: string } => c.id !== null);
+      // Fewer candidates than asked for means the partition is exhausted: nothing more exists.
+      if (hits.length >= want || candidates.length < fetch) return hits.slice(0, want).map(toHit);
+      eligible ??= this.repo.countEligible(apiKeyId, f);
+      if (hits.length >= eligible) return hits.map(toHit);
+      if (eligible <= this.exactScanMaxRows || fetch >= VEC0_MAX_K) break;
+      fetch = Math.min(fetch * 2, VEC0_MAX_K);
+    }
+    // Either the filters are selective or vec0's k cap was reached: rank the eligible rows exactly.
+    return this.repo.exactScan(apiKeyId, blob, want, ix.quantization, f).map(toHit);
+  }
+
+  /** Row count, pending reindex count and the active signature. */
+  stats(): VecStats {
+    const meta = this.repo.readMeta();
+    const rowCount = this.vecLoaded && this.repo.tableExists() ? this.repo.rowCount() : 0;
+    return {
+      available: this.vecLoaded,
+      rowCount,
+      needsReindex: this.repo.countPending(),
+      activeDim: meta.activeDim,
+      signature: meta.signature,
+      lastResetAt: meta.lastResetAt,
+    };
+  }
+
+  /** Up to `limit` memories still needing a vector, after `afterMemoryId`, in memory_id order. */
+  pendingReindex(limit: number, afterMemoryId = 0): PendingReindexRow[] {
+    return this.repo.pendingReindex(limit, afterMemoryId);
+  }
+
+  /** How many memories still need a vector. */
+  countPending(): number {
+    return this.repo.countPending();
+  }
+
+  /** Flags every memory for reindex without touching the table; returns how many flags changed. */
+  markAllNeedsReindex(): number {
+    return this.db.transaction(() => this.repo.markAllNeedsReindex()).immediate();
+  }
+
+  /** Deletes vectors whose memory no longer exists (the repair sweep); 0 without sqlite-vec or a table. */
+  pruneOrphans(): number {
+    if (!this.vecLoaded || !this.repo.tableExists()) return 0;
+    return this.db.transaction(() => this.repo.deleteOrphans()).immediate();
+  }
+}
+
+/** Registers the delete hook so deleting a memory deletes its vector in the same transaction. */
+export function hookIntoMemoryService(memoryService: Pick<MemoryService, 'addHooks'>, store: SqliteVecStore): void {
+  memoryService.addHooks({ onDeleteInTx: (memoryId) => store.delete(memoryId) });
+}

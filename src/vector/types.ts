@@ -1,0 +1,126 @@
+/** How vectors are stored in sqlite-vec: float32, or int8 via `vec_quantize_int8(?, 'unit')`. */
+export type VecQuantization = 'none' | 'int8';
+
+/** The parts of an embedding resolution that identify its vector space. */
+export interface SignatureInput {
+  source: string | null;
+  model: string | null;
+  /** Remote sources sign with endpoint + model so two endpoints never share vectors. */
+  identity?: string | null;
+  /** Measured from the first vector; null while unknown. */
+  dimensions: number | null;
+}
+
+/** The `memory_vec_meta` singleton. */
+export interface VecMeta {
+  activeDim: number | null;
+  signature: string | null;
+  lastResetAt: string | null;
+  /** The `vec_loaded` column: the vec_memories table was created (not "the extension is loaded"). */
+  tableCreated: boolean;
+}
+
+/** Filters applied to every vector search (by joining `memories`). */
+export interface KnnFilter {
+  /** Rows with `expires_at <= nowIso` are excluded. */
+  nowIso: string;
+  /** Retention: only rows created at or after this instant. */
+  createdAfterIso?: string | null;
+  /** Only this session's rows; null, undefined or '' means no session filter. */
+  sessionId?: string | null;
+  /** When set, the search refuses (VectorUnavailableError) unless the index has this signature. */
+  signature?: string;
+}
+
+/** One vector search hit; `score` is 1 - cosine distance clamped to [0, 1]. */
+export interface VectorHit {
+  memoryId: number;
+  id: string;
+  distance: number;
+  score: number;
+}
+
+/** One vector to write for a memory; `contentHash` is the hash of the text that was embedded. */
+export interface VectorUpsertRow {
+  memoryId: number;
+  apiKeyId: string;
+  vector: Float32Array;
+  contentHash: string;
+}
+
+/** What one upsert did. */
+export interface UpsertResult {
+  /** A vector row now exists for the memory. */
+  stored: boolean;
+  /** needs_reindex is now 0 because the row's content hash still matched (false: a newer edit keeps its flag). */
+  cleared: boolean;
+  /** Why nothing was stored: an all-zero vector (keyword-only memory) or a memory deleted meanwhile. */
+  skipped: 'zero_vector' | 'memory_missing' | null;
+}
+
+/** Totals of an upsertMany batch. */
+export interface UpsertManyResult {
+  stored: number;
+  cleared: number;
+  zeroVectors: number;
+  missing: number;
+}
+
+/** Vector tier figures for health and the dashboard. */
+export interface VecStats {
+  /** sqlite-vec is loaded into this connection. */
+  available: boolean;
+  rowCount: number;
+  needsReindex: number;
+  activeDim: number | null;
+  signature: string | null;
+  lastResetAt: string | null;
+}
+
+/** A memory waiting for (re-)embedding. */
+export interface PendingReindexRow {
+  memoryId: number;
+  id: string;
+  content: string;
+  contentHash: string;
+  apiKeyId: string;
+}
+
+/** What retrieval needs from any vector tier: sqlite-vec answers synchronously, Qdrant over HTTP. */
+export interface VectorSearcher {
+  available(): boolean;
+  knn(apiKeyId: string, vector: Float32Array, k: number, filter: KnnFilter): VectorHit[] | Promise<VectorHit[]>;
+}
+
+export type VectorUnavailableReason =
+  | 'extension_not_loaded'
+  | 'index_not_built'
+  | 'signature_mismatch'
+  | 'dimension_mismatch'
+  | 'zero_query_vector';
+
+/** The vector tier cannot answer; callers fall back to keyword search. */
+export class VectorUnavailableError extends Error {
+  readonly code = 'vector_unavailable';
+  constructor(
+    readonly reason: VectorUnavailableReason,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'VectorUnavailableError';
+  }
+}
+
+export type VectorInputReason = 'dimension_mismatch' | 'invalid_vector' | 'tenant_mismatch' | 'invalid_signature';
+
+/** A caller passed a vector, signature or tenant that can never be stored (a bug, not a transient state). */
+export class VectorInputError extends Error {
+  readonly code = 'vector_input_invalid';
+  constructor(
+    readonly reason: VectorInputReason,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'VectorInputError';
+  }
+}
