@@ -1,0 +1,391 @@
+import Database from 'better-sqlite3';
+import { estimateTokens } from './tokens';
+import {
+  buildFtsQuery,
+  getRelevanceScore,
+  rrfFuse,
+  selectWithinBudget,
+  truncateToTokens,
+  TRUNCATION_MARKER,
+} from './retrieval-scoring';
+
+/** Deterministic PRNG (mulberry32) so property-style loops are reproducible. */
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+describe('getRelevanceScore (digest §2.3)', () => {
+  const mem = (content: string, key = '', metadata: unknown = {}) => ({ content, key, metadata });
+
+  it('adds 20 per haystack holding the phrase, 3 per token occurrence, 6 once per token found in the key', () => {
+    // content: phrase 20 + dark 3 + mode 3; key: phrase absent, dark 6, mode 6; metadata: nothing.
+    const m = mem('likes dark mode', 'preference:dark_mode', { category: 'preference' });
+    expect(getRelevanceScore(m, 'dark mode')).toBe(26 + 12);
+  });
+
+  it('counts non-overlapping occurrences', () => {
+    // "aaaa" holds "aa" twice without overlap: 20 (phrase) + 2 × 3.
+    expect(getRelevanceScore(mem('aaaa'), 'aa')).toBe(26);
+    expect(getRelevanceScore(mem('tea tea tea'), 'tea')).toBe(20 + 9);
+  });
+
+  it('scores metadata through its JSON text', () => {
+    expect(getRelevanceScore(mem('x', 'k', { category: 'preference' }), 'preference')).toBe(20 + 3);
+  });
+
+  it('keeps the quirk: content equal to the key is scored like the key (6 once, not 3 per occurrence)', () => {
+    // content: 20 + 6 (quirk; 3 × 3 = 9 otherwise); key: 20 + 6; metadata "{}": 0.
+    expect(getRelevanceScore(mem('mode mode mode', 'mode mode mode'), 'mode')).toBe(52);
+    expect(getRelevanceScore(mem('mode mode mode', 'other'), 'mode')).toBe(29);
+  });
+
+  it('is case-insensitive and trims the query', () => {
+    const m = mem('Likes Dark Mode');
+    expect(getRelevanceScore(m, '  DARK  ')).toBe(getRelevanceScore(m, 'dark'));
+    expect(getRelevanceScore(m, 'dark')).toBe(23);
+  });
+
+  it('is 0 for empty, blank, non-string or unrelated queries and tolerates odd memories', () => {
+    const m = mem('likes tea', 'preference:tea');
+    expect(getRelevanceScore(m, '')).toBe(0);
+    expect(getRelevanceScore(m, '   ')).toBe(0);
+    expect(getRelevanceScore(m, undefined as unknown as string)).toBe(0);
+    expect(getRelevanceScore(m, 'coffee')).toBe(0);
+    expect(getRelevanceScore({ content: 'tea', key: undefined, metadata: undefined } as never, 'tea')).toBe(23);
+    const circular: Record<string, unknown> = {};
+    circular.self = circular;
+    expect(() => getRelevanceScore(mem('tea', '', circular), 'tea')).not.toThrow();
+  });
+
+  it('ranks the more relevant memory higher', () => {
+    const q = 'favorite editor';
+    const a = mem('favorite editor is Vim', 'preference:favorite_editor');
+    const b = mem('likes editors in general');
+    const c = mem('hates meetings');
+    const scores = [a, b, c].map((m) => getRelevanceScore(m, q));
+    expect(scores[0]).toBeGreaterThan(scores[1]);
+    expect(scores[1]).toBeGreaterThan(scores[2]);
+    expect(scores[2]).toBe(0);
+  });
+});
+
+describe('buildFtsQuery', () => {
+  it('drops stop-words, lower-cases, dedupes, quotes and ORs the rest', () => {
+    expect(buildFtsQuery('What is my favorite programming language?')).toBe('"favorite" OR "programming" OR "language"');
+    expect(buildFtsQuery('Python python PYTHON')).toBe('"python"');
+  });
+
+  it('turns operators and syntax into literal words or nothing', () => {
+    // The original's later sanitiser gave `"hello" "OR" "world" "AND" "quoted"` (implicit AND); Engram ORs and drops stop-words.
+    expect(buildFtsQuery('hello OR (world) AND "quoted"')).toBe('"hello" OR "world" OR "quoted"');
+    expect(buildFtsQuery('  foo-bar  baz ')).toBe('"foo" OR "bar" OR "baz"');
+    expect(buildFtsQuery('NEAR(a b)')).toBe('"near" OR "b"');
+    expect(buildFtsQuery('col:value')).toBe('"col" OR "value"');
+    expect(buildFtsQuery('^start')).toBe('"start"');
+    expect(buildFtsQuery('asterisk*wildcard')).toBe('"asterisk" OR "wildcard"');
+    expect(buildFtsQuery("single'quote")).toBe('"single" OR "quote"');
+  });
+
+  it('keeps letters and digits of every script (accents, CJK, Cyrillic, Devanagari with its vowel signs)', () => {
+    expect(buildFtsQuery('Ich mag Käse')).toBe('"ich" OR "mag" OR "käse"');
+    expect(buildFtsQuery('東京 タワー')).toBe('"東京" OR "タワー"');
+    expect(buildFtsQuery('Привет, мир')).toBe('"привет" OR "мир"');
+    expect(buildFtsQuery('हिन्दी भाषा')).toBe('"हिन्दी" OR "भाषा"');
+    expect(buildFtsQuery('node 20')).toBe('"node" OR "20"');
+  });
+
+  it('returns null when nothing meaningful is left', () => {
+    for (const q of ['', '   ', '!!! ??? ***', '"()"^:*-+', 'what is it', 'the a an', null, undefined, 42]) {
+      expect(buildFtsQuery(q)).toBeNull();
+    }
+  });
+
+  it('caps the number of terms', () => {
+    const q = buildFtsQuery('alpha beta gamma delta epsilon zeta', { maxTokens: 3 });
+    expect(q).toBe('"alpha" OR "beta" OR "gamma"');
+    const many = Array.from({ length: 100 }, (_, i) => `word${i}`).join(' ');
+    expect(buildFtsQuery(many)!.split(' OR ')).toHaveLength(32);
+  });
+
+  describe('against a real FTS5 table', () => {
+    let db: Database.Database;
+    const rows = [
+      ['a quoted phrase about testing', 'k1'],
+      ['I love the C language and C++ templates', 'k2'],
+      ['Johnson & Johnson shampoo', 'k3'],
+      ['a dash separated query example', 'k4'],
+      ['parens test in lisp', 'k5'],
+      ['asterisks everywhere', 'k6'],
+      ['single quote escaping', 'k7'],
+      ['hello world', 'k8'],
+      ['near the river', 'k9'],
+      ['python rocks', 'k10'],
+      ['we start now', 'k11'],
+      ['drinks café au lait', 'k12'],
+      ['likes dark mode and dark themes', 'k13'],
+      ['likes light mode', 'k14'],
+    ];
+    const match = (q: string): string[] =>
+      (db.prepare('SELECT content FROM t WHERE t MATCH ? ORDER BY rank').all(q) as { content: string }[]).map((r) => r.content);
+
+    beforeAll(() => {
+      db = new Database(':memory:');
+      db.exec("CREATE VIRTUAL TABLE t USING fts5(content, key, tokenize='unicode61 remove_diacritics 2')");
+      const ins = db.prepare('INSERT INTO t (content, key) VALUES (?, ?)');
+      for (const [c, k] of rows) ins.run(c, k);
+    });
+    afterAll(() => db.close());
+
+    // The original's special-character queries (digest §9) plus operator-shaped ones: each is null or a valid MATCH.
+    const special = [
+      '"quoted phrase"',
+      'C++ language',
+      'Johnson & Johnson',
+      'dash-separated-query',
+      'parens(test)',
+      'asterisk*wildcard',
+      "single'quote",
+      'hello OR (world) AND "quoted"',
+      'NEAR(a b)',
+      'col:value',
+      'key:python',
+      '^start',
+      '',
+      '*** ((( ))) """ ^^^ :::',
+      '-python',
+      'python NOT rocks',
+      '{content key}: python',
+      'a"b"c',
+    ];
+    it.each(special)('%j is null or runs without error', (q) => {
+      const fts = buildFtsQuery(q);
+      if (fts === null) return;
+      expect(() => match(fts)).not.toThrow();
+    });
+
+    it('the raw inputs really are invalid or different FTS5 syntax (so sanitising matters)', () => {
+      expect(() => match('parens(test)')).toThrow();
+      expect(() => match('Johnson & Johnson')).toThrow();
+      expect(() => match('col:value')).toThrow();
+    });
+
+    it('finds what the words say, not what operators would do', () => {
+      expect(match(buildFtsQuery('"quoted phrase"')!)).toContain('a quoted phrase about testing');
+      expect(match(buildFtsQuery('C++ language')!)).toContain('I love the C language and C++ templates');
+      expect(match(buildFtsQuery('Johnson & Johnson')!)).toEqual(['Johnson & Johnson shampoo']);
+      expect(match(buildFtsQuery('dash-separated-query')!)[0]).toBe('a dash separated query example');
+      expect(match(buildFtsQuery('parens(test)')!)).toContain('parens test in lisp');
+      // `*` is not a prefix operator: "asterisk" does not match "asterisks".
+      expect(match(buildFtsQuery('asterisk*wildcard')!)).toEqual([]);
+      // `key:` is not a column filter: "python" is found in the content column.
+      expect(match(buildFtsQuery('key:python')!)).toEqual(['python rocks']);
+      // `^` is not an initial-token anchor: "start" is the 2nd token of its row.
+      expect(match(buildFtsQuery('^start')!)).toEqual(['we start now']);
+      // NOT is dropped as a stop-word instead of excluding rows.
+      expect(match(buildFtsQuery('python NOT rocks')!)).toEqual(['python rocks']);
+      // NEAR is a literal word.
+      expect(match(buildFtsQuery('NEAR(a b)')!)).toEqual(['near the river']);
+    });
+
+    it('matches across diacritics (remove_diacritics 2)', () => {
+      expect(match(buildFtsQuery('cafe')!)).toEqual(['drinks café au lait']);
+    });
+
+    it('ORed terms rank rows matching more terms first (bm25)', () => {
+      const ranked = match(buildFtsQuery('dark mode themes')!);
+      expect(ranked[0]).toBe('likes dark mode and dark themes');
+      expect(ranked).toContain('likes light mode');
+    });
+
+    it('never throws on random hostile input (seeded fuzz)', () => {
+      const rnd = prng(0xf75);
+      const alphabet = ['"', "'", '(', ')', '*', '^', ':', '-', '+', '{', '}', '[', ']', ' ', 'OR', 'AND', 'NOT', 'NEAR', 'a', 'é', '字', '\u0000', '\\', ',', '😀', '\u0301', 'x1'];
+      for (let i = 0; i < 500; i++) {
+        const len = 1 + Math.floor(rnd() * 20);
+        let q = '';
+        for (let j = 0; j < len; j++) q += alphabet[Math.floor(rnd() * alphabet.length)];
+        const fts = buildFtsQuery(q);
+        if (fts === null) continue;
+        expect(fts).toMatch(/^"[^"]+"( OR "[^"]+")*$/);
+        expect(() => match(fts)).not.toThrow();
+      }
+    });
+  });
+});
+
+describe('rrfFuse', () => {
+  it('scores Σ weight / (k + rank) with k = 60 by default and records each list rank', () => {
+    const fused = rrfFuse([[{ id: 'a', rank: 1 }], [{ id: 'a', rank: 3 }]]);
+    expect(fused).toHaveLength(1);
+    expect(fused[0].score).toBeCloseTo(1 / 61 + 1 / 63, 12);
+    expect(fused[0].ranks).toEqual([1, 3]);
+    expect(rrfFuse([[{ id: 'a', rank: 1 }]], { k: 10 })[0].score).toBeCloseTo(1 / 11, 12);
+  });
+
+  it('ranks hits found by both tiers above single-tier hits', () => {
+    const fts = ['a', 'b', 'c', 'x'].map((id, i) => ({ id, rank: i + 1 }));
+    const vec = ['y', 'c', 'd', 'a'].map((id, i) => ({ id, rank: i + 1 }));
+    const fused = rrfFuse([fts, vec]);
+    expect(fused.slice(0, 2).map((h) => h.id).sort()).toEqual(['a', 'c']);
+    expect(fused.find((h) => h.id === 'b')!.ranks).toEqual([2, null]);
+    expect(fused.find((h) => h.id === 'y')!.ranks).toEqual([null, 1]);
+  });
+
+  it('respects weights', () => {
+    const lists = [[{ id: 'fts-only', rank: 1 }], [{ id: 'vec-only', rank: 1 }]];
+    expect(rrfFuse(lists, { weights: [1, 0.5] })[0].id).toBe('fts-only');
+    expect(rrfFuse(lists, { weights: [0.2, 1] })[0].id).toBe('vec-only');
+    // A heavier tier can outrank a hit both tiers found.
+    const both = [
+      [{ id: 'both', rank: 5 }, { id: 'fts', rank: 1 }],
+      [{ id: 'both', rank: 5 }],
+    ];
+    expect(rrfFuse(both, { weights: [1, 1] })[0].id).toBe('both');
+    expect(rrfFuse(both, { weights: [3, 0.1] })[0].id).toBe('fts');
+  });
+
+  it('a zero-weight tier does not vote: ids only it found are dropped', () => {
+    const fused = rrfFuse([[{ id: 'a', rank: 1 }], [{ id: 'b', rank: 1 }, { id: 'a', rank: 2 }]], { weights: [1, 0] });
+    expect(fused.map((h) => h.id)).toEqual(['a']);
+    expect(fused[0].ranks).toEqual([1, 2]);
+    expect(fused[0].score).toBeCloseTo(1 / 61, 12);
+  });
+
+  it('breaks ties deterministically: more lists, then best rank, then id', () => {
+    const fused = rrfFuse([
+      [{ id: 'b', rank: 1 }, { id: 'a', rank: 2 }],
+      [{ id: 'a', rank: 1 }, { id: 'b', rank: 2 }],
+    ]);
+    expect(fused.map((h) => h.id)).toEqual(['a', 'b']);
+    const single = rrfFuse([[{ id: 'z', rank: 1 }], [{ id: 'm', rank: 1 }]]);
+    expect(single.map((h) => h.id)).toEqual(['m', 'z']);
+    // Input order inside a list does not matter, only ranks do.
+    const shuffled = rrfFuse([
+      [{ id: 'a', rank: 2 }, { id: 'b', rank: 1 }],
+      [{ id: 'b', rank: 2 }, { id: 'a', rank: 1 }],
+    ]);
+    expect(shuffled).toEqual(fused);
+  });
+
+  it('counts a duplicate id in one list once, at its best rank, and ignores invalid ranks', () => {
+    const fused = rrfFuse([[{ id: 1, rank: 4 }, { id: 1, rank: 2 }, { id: 1, rank: 9 }, { id: 2, rank: 0 }, { id: 3, rank: NaN }, { id: 4, rank: -1 }]]);
+    expect(fused).toEqual([{ id: 1, score: 1 / 62, ranks: [2] }]);
+    expect(rrfFuse([])).toEqual([]);
+    expect(rrfFuse([[], []])).toEqual([]);
+  });
+});
+
+describe('truncateToTokens', () => {
+  it('leaves text that fits untouched', () => {
+    expect(truncateToTokens('twelve chars', 3)).toBe('twelve chars');
+  });
+
+  it('cuts to at most maxTokens × 4 characters and marks the cut', () => {
+    const text = 'word '.repeat(200);
+    const out = truncateToTokens(text, 10);
+    expect(out.length).toBeLessThanOrEqual(40);
+    expect(estimateTokens(out)).toBeLessThanOrEqual(10);
+    expect(out.endsWith(TRUNCATION_MARKER)).toBe(true);
+  });
+
+  it('never splits a surrogate pair and gives "" for a budget below one token', () => {
+    const emoji = '😀'.repeat(50);
+    for (let t = 1; t < 20; t++) {
+      const out = truncateToTokens(emoji, t);
+      expect(estimateTokens(out)).toBeLessThanOrEqual(t);
+      expect(out.replace(TRUNCATION_MARKER, '')).toMatch(/^(?:😀)*$/u);
+    }
+    expect(truncateToTokens('abc', 0)).toBe('');
+    expect(truncateToTokens('abc', NaN)).toBe('');
+  });
+});
+
+describe('selectWithinBudget', () => {
+  const item = (id: string, chars: number) => {
+    const content = 'x'.repeat(chars);
+    return { id, content, tokens: estimateTokens(content) };
+  };
+
+  it('skips an item that does not fit and keeps looking at smaller later ones', () => {
+    // The original stopped at the first overflow and would have returned only "a".
+    const items = [item('a', 20), item('b', 40), item('c', 12)]; // 5, 10, 3 tokens
+    const r = selectWithinBudget(items, 9);
+    expect(r.selected.map((i) => i.id)).toEqual(['a', 'c']);
+    expect(r.totalTokens).toBe(8);
+    expect(r.truncatedFirst).toBe(false);
+  });
+
+  it('includes the best item truncated, and nothing else, when it alone is over budget', () => {
+    // The original included it whole ("always return at least one"), blowing the budget.
+    const items = [item('big', 400), item('small', 4)];
+    const r = selectWithinBudget(items, 10);
+    expect(r.truncatedFirst).toBe(true);
+    expect(r.selected).toHaveLength(1);
+    expect(r.selected[0].id).toBe('big');
+    expect(r.selected[0].content.endsWith(TRUNCATION_MARKER)).toBe(true);
+    expect(r.selected[0].tokens).toBe(estimateTokens(r.selected[0].content));
+    expect(r.totalTokens).toBeLessThanOrEqual(10);
+    expect(items[0].content).toHaveLength(400); // input untouched
+  });
+
+  it('uses a custom truncate for nested shapes and skips an oversize best item that cannot be cut', () => {
+    const nested = [{ memory: { content: 'y'.repeat(100) }, tokens: 25 }, { memory: { content: 'ok' }, tokens: 1 }];
+    const cut = selectWithinBudget(nested, 5, {
+      truncate: (it, max) => {
+        const content = truncateToTokens(it.memory.content, max);
+        return { ...it, memory: { content }, tokens: estimateTokens(content) };
+      },
+    });
+    expect(cut.truncatedFirst).toBe(true);
+    expect(cut.selected[0].memory.content.length).toBeLessThanOrEqual(20);
+
+    const uncuttable = selectWithinBudget(nested, 5);
+    expect(uncuttable.truncatedFirst).toBe(false);
+    expect(uncuttable.selected).toEqual([nested[1]]);
+  });
+
+  it('returns nothing for an empty list or a budget below one token, and skips invalid token counts', () => {
+    expect(selectWithinBudget([], 100)).toEqual({ selected: [], truncatedFirst: false, totalTokens: 0 });
+    expect(selectWithinBudget([item('a', 4)], 0).selected).toEqual([]);
+    const odd = [{ tokens: NaN }, { tokens: -3 }, { tokens: 2 }];
+    expect(selectWithinBudget(odd, 5).selected).toEqual([{ tokens: 2 }]);
+  });
+
+  it('never exceeds the budget and packs greedily in rank order (seeded property loop)', () => {
+    const rnd = prng(20240601);
+    for (let iter = 0; iter < 2000; iter++) {
+      const n = Math.floor(rnd() * 12);
+      const items = Array.from({ length: n }, (_, i) => item(`m${i}`, Math.floor(rnd() * 1200)));
+      const budget = 1 + Math.floor(rnd() * 300);
+      const r = selectWithinBudget(items, budget);
+
+      expect(r.totalTokens).toBeLessThanOrEqual(budget);
+      expect(r.totalTokens).toBe(r.selected.reduce((s, i) => s + i.tokens, 0));
+      r.selected.forEach((s) => expect(s.tokens).toBe(estimateTokens(s.content)));
+
+      if (n > 0 && items[0].tokens > budget) {
+        expect(r.truncatedFirst).toBe(true);
+        expect(r.selected.map((s) => s.id)).toEqual([items[0].id]);
+        continue;
+      }
+      expect(r.truncatedFirst).toBe(false);
+      // Selected items keep rank order and are the originals.
+      const ids = r.selected.map((s) => s.id);
+      expect(ids).toEqual(items.filter((i) => ids.includes(i.id)).map((i) => i.id));
+      r.selected.forEach((s) => expect(items).toContain(s));
+      // Greedy: every skipped item did not fit in what was left when it was reached.
+      let used = 0;
+      for (const it of items) {
+        if (ids.includes(it.id)) used += it.tokens;
+        else expect(used + it.tokens).toBeGreaterThan(budget);
+      }
+    }
+  });
+});

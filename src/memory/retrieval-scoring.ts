@@ -1,0 +1,200 @@
+/**
+ * Pure ranking helpers for the retrieval path: the original's keyword relevance score, a safe
+ * FTS5 MATCH builder, weighted reciprocal rank fusion and the token-budget walk.
+ */
+import { estimateTokens } from './tokens';
+
+/** Most query tokens the relevance score looks at: bounds CPU on a 64 KiB query (the original's primary snapshot had no cap, later upstream capped at 256). */
+export const MAX_SCORE_QUERY_TOKENS = 256;
+
+/** The fields of a memory the relevance score reads. */
+export interface ScorableMemory {
+  content: string;
+  key: string;
+  metadata: unknown;
+}
+
+function countOccurrences(haystack: string, needle: string): number {
+  let n = 0;
+  let pos = haystack.indexOf(needle);
+  while (pos !== -1) {
+    n++;
+    pos = haystack.indexOf(needle, pos + needle.length);
+  }
+  return n;
+}
+
+/** The original's keyword relevance (digest §2.3): +20 per haystack holding the whole query, +6 once per token found in the key, +3 per token occurrence elsewhere — including its quirk that content equal to the key is scored like the key. */
+export function getRelevanceScore(memory: ScorableMemory, query: string): number {
+  if (typeof query !== 'string') return 0;
+  const q = query.toLowerCase().trim();
+  if (!q) return 0;
+  const content = typeof memory?.content === 'string' ? memory.content.toLowerCase() : '';
+  const key = typeof memory?.key === 'string' ? memory.key.toLowerCase() : '';
+  let meta: string;
+  try {
+    meta = (JSON.stringify(memory?.metadata ?? {}) ?? '{}').toLowerCase();
+  } catch {
+    meta = '{}';
+  }
+  const tokens = q.split(/\s+/).filter(Boolean).slice(0, MAX_SCORE_QUERY_TOKENS);
+  let score = 0;
+  for (const haystack of [content, key, meta]) {
+    if (haystack.includes(q)) score += 20;
+    for (const token of tokens) {
+      // The original decides "is this the key?" by comparing strings, hence the quirk.
+      if (haystack === key && haystack.includes(token)) {
+        score += 6;
+        continue;
+      }
+      score += 3 * countOccurrences(haystack, token);
+    }
+  }
+  return score;
+}
+
+/** English words too common to carry meaning in a keyword query. */
+export const FTS_STOP_WORDS: ReadonlySet<string> = new Set(
+  (
+    'a about above after again all am an and any are as at be because been before being below between both but by ' +
+    'can could did do does doing down during each few for from further had has have having he her here hers him his ' +
+    'how i if in into is it its itself just me more most my myself no nor not now of off on once only or other our ours ' +
+    'out over own same she should so some such than that the their theirs them then there these they this those through ' +
+    'to too under until up very was we were what when where which while who whom why will with would you your yours'
+  ).split(' '),
+);
+
+// Letters, digits and combining marks (so Devanagari, Thai… words are not cut at their vowel signs).
+const NON_WORD = /[^\p{L}\p{M}\p{N}]+/u;
+
+/** Builds a safe FTS5 MATCH expression from user text: tokens of letters/digits, lower-cased, stop-words dropped, deduped, each double-quoted and OR-ed (so bm25 ranks by how many match); null when nothing is left. */
+export function buildFtsQuery(text: unknown, opts: { maxTokens?: number } = {}): string | null {
+  if (typeof text !== 'string' || text.length === 0) return null;
+  const max = Math.max(1, Math.floor(opts.maxTokens ?? 32));
+  const seen = new Set<string>();
+  // Splitting on everything but letters/digits/marks removes quotes, `*`, `^`, `:`, parentheses and
+  // `-`, so a token can never close its quotes or act as an operator; AND/OR/NOT/NEAR stay literal inside quotes.
+  for (const raw of text.split(NON_WORD)) {
+    if (!raw) continue;
+    const token = raw.toLowerCase();
+    // A token of only combining marks has no letter the tokenizer would index.
+    if (!/[\p{L}\p{N}]/u.test(token) || FTS_STOP_WORDS.has(token) || seen.has(token)) continue;
+    seen.add(token);
+    if (seen.size >= max) break;
+  }
+  if (seen.size === 0) return null;
+  return [...seen].map((t) => `"${t}"`).join(' OR ');
+}
+
+/** One ranked hit from one retrieval tier (rank 1 is the best). */
+export interface RankedId<Id extends string | number = string | number> {
+  id: Id;
+  rank: number;
+}
+
+/** A fused hit: weighted RRF score and the rank it had in each input list (null where absent). */
+export interface FusedHit<Id extends string | number = string | number> {
+  id: Id;
+  score: number;
+  ranks: (number | null)[];
+}
+
+/** Weighted reciprocal rank fusion: score(id) = Σ weightᵢ / (k + rankᵢ); ties broken by more lists, then best rank, then id, so the order is deterministic. */
+export function rrfFuse<Id extends string | number>(
+  lists: RankedId<Id>[][],
+  opts: { k?: number; weights?: number[] } = {},
+): FusedHit<Id>[] {
+  const k = typeof opts.k === 'number' && Number.isFinite(opts.k) && opts.k > 0 ? opts.k : 60;
+  const byId = new Map<Id, FusedHit<Id>>();
+  lists.forEach((list, li) => {
+    const w = opts.weights?.[li];
+    const weight = typeof w === 'number' && Number.isFinite(w) && w > 0 ? w : w === undefined ? 1 : 0;
+    for (const hit of list ?? []) {
+      if (!hit || !Number.isFinite(hit.rank) || hit.rank < 1) continue;
+      let fused = byId.get(hit.id);
+      if (!fused) {
+        fused = { id: hit.id, score: 0, ranks: lists.map(() => null) };
+        byId.set(hit.id, fused);
+      }
+      const prev = fused.ranks[li];
+      // A duplicate id inside one list counts once, at its best rank.
+      if (prev !== null && prev <= hit.rank) continue;
+      if (prev !== null) fused.score -= weight / (k + prev);
+      fused.ranks[li] = hit.rank;
+      fused.score += weight / (k + hit.rank);
+    }
+  });
+  const present = (h: FusedHit<Id>) => h.ranks.filter((r) => r !== null).length;
+  const best = (h: FusedHit<Id>) => Math.min(...h.ranks.map((r) => (r === null ? Infinity : r)));
+  // A zero-weight tier does not vote: ids only it found are not candidates.
+  return [...byId.values()]
+    .filter((h) => h.score > 0)
+    .sort(
+      (a, b) =>
+        b.score - a.score ||
+        present(b) - present(a) ||
+        best(a) - best(b) ||
+        (String(a.id) < String(b.id) ? -1 : String(a.id) > String(b.id) ? 1 : 0),
+    );
+}
+
+/** Marker appended to content cut to fit the budget. */
+export const TRUNCATION_MARKER = '…';
+
+/** Cuts `text` so that `estimateTokens` of the result is at most `maxTokens` (≤ maxTokens×4 characters, ending in "…" when cut). */
+export function truncateToTokens(text: string, maxTokens: number): string {
+  if (typeof text !== 'string') return '';
+  const budget = Math.floor(maxTokens);
+  if (!Number.isFinite(budget) || budget < 1) return '';
+  if (estimateTokens(text) <= budget) return text;
+  let cut = text.slice(0, budget * 4 - TRUNCATION_MARKER.length);
+  // Never end on the first half of a surrogate pair.
+  const last = cut.charCodeAt(cut.length - 1);
+  if (last >= 0xd800 && last <= 0xdbff) cut = cut.slice(0, -1);
+  return cut.trimEnd() + TRUNCATION_MARKER;
+}
+
+/** The result of a budget walk. */
+export interface BudgetSelection<T> {
+  selected: T[];
+  /** True when the best item alone exceeded the budget and was cut to fit. */
+  truncatedFirst: boolean;
+  totalTokens: number;
+}
+
+const validTokens = (t: unknown): t is number => typeof t === 'number' && Number.isFinite(t) && t >= 0;
+
+/** Default truncation: items with a string `content` get it cut and their `tokens` recomputed; others cannot be cut (undefined). */
+function truncateContent<T extends { tokens: number }>(item: T, maxTokens: number): T | undefined {
+  const content = (item as { content?: unknown }).content;
+  if (typeof content !== 'string') return undefined;
+  const cut = truncateToTokens(content, maxTokens);
+  return { ...item, content: cut, tokens: estimateTokens(cut) };
+}
+
+/** Walks items in rank order keeping every one that still fits (smaller later items can fill gaps) and never exceeds `maxTokens`; when the best item alone is larger than the budget it is returned alone, truncated to fit. */
+export function selectWithinBudget<T extends { tokens: number }>(
+  items: readonly T[],
+  maxTokens: number,
+  opts: { truncate?: (item: T, maxTokens: number) => T | undefined } = {},
+): BudgetSelection<T> {
+  const budget = Math.floor(maxTokens);
+  const none: BudgetSelection<T> = { selected: [], truncatedFirst: false, totalTokens: 0 };
+  if (!Array.isArray(items) || items.length === 0 || !Number.isFinite(budget) || budget < 1) return none;
+  const first = items[0];
+  if (validTokens(first.tokens) && first.tokens > budget) {
+    const cut = (opts.truncate ?? truncateContent)(first, budget);
+    if (cut && validTokens(cut.tokens) && cut.tokens <= budget) {
+      return { selected: [cut], truncatedFirst: true, totalTokens: cut.tokens };
+    }
+    // An item that cannot be cut is skipped like any other that does not fit.
+  }
+  const selected: T[] = [];
+  let total = 0;
+  for (const item of items) {
+    if (!validTokens(item.tokens) || total + item.tokens > budget) continue;
+    selected.push(item);
+    total += item.tokens;
+  }
+  return { selected, truncatedFirst: false, totalTokens: total };
+}
