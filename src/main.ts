@@ -3,7 +3,10 @@ import { ApiKeyService } from './auth/api-keys.service';
 import { resolveManagementToken } from './auth/management-token';
 import { loadEnv, type Env } from './config/env';
 import type { ApiContext } from './context';
-import { openStorage } from './core';
+import { openStorage, openVectorTier } from './core';
+import { embedOnWrite } from './memory/embed-on-write';
+import { Reranker } from './memory/rerank';
+import { RetrievalService } from './memory/retrieval.service';
 import { createApp } from './http/app';
 import { createLogger, type Logger } from './logger';
 import { Metrics } from './metrics';
@@ -25,14 +28,19 @@ export function buildApiContext(env: Env, log: Logger, opts: { dbFile?: string }
   const managementToken = resolveManagementToken(env, log);
   const storage = openStorage(env, log, opts.dbFile);
   const queues = new QueueLayer(env, log, storage.db.db, 'api');
+  const vectorTier = openVectorTier(env, log, storage);
+  embedOnWrite(storage.memory, queues, log);
+  const retrieval = new RetrievalService({ env, log, db: storage.db.db, settings: storage.settings, ...vectorTier, reranker: new Reranker(env, { log }), queues });
   return {
     env,
     log,
     ...storage,
+    ...vectorTier,
     queues,
     apiKeys: new ApiKeyService(storage.db.db),
     managementToken,
     jobEvents: new JobEventsHub(env, log),
+    retrieval,
   };
 }
 
@@ -82,6 +90,7 @@ export async function startApi(env: Env, log: Logger, opts: { dbFile?: string; e
       clearTimeout(t);
     })
     .add('job-events', () => ctx.jobEvents.close())
+    .add('embedding', () => ctx.embedding.close())
     .add('queues', () => ctx.queues.close())
     .add('sqlite', () => ctx.db.close());
 

@@ -1,7 +1,7 @@
 import os from 'node:os';
 import { Worker } from 'bullmq';
 import { loadEnv, redisUrl, type Env } from '../src/config/env';
-import { openStorage } from '../src/core';
+import { openStorage, openVectorTier } from '../src/core';
 import { createLogger, type Logger } from '../src/logger';
 import { Metrics } from '../src/metrics';
 import { JOBS, JOB_NAMES, jobsOfQueue, type JobSpec } from '../src/queue/jobs';
@@ -14,7 +14,7 @@ import type { Registry, WorkerContext } from './context';
 import { createProcessor, type StopFlag } from './dispatch';
 import { registry as defaultRegistry } from './registry';
 
-const DEFAULT_CONCURRENCY: Record<QueueName, number> = { maintenance: 1 };
+const DEFAULT_CONCURRENCY: Record<QueueName, number> = { maintenance: 1, extraction: 4, embedding: 2, reindex: 1 };
 
 export interface RunningWorker {
   ctx: WorkerContext;
@@ -42,7 +42,7 @@ export async function startWorker(env: Env, log: Logger, opts: { handlers?: Regi
 
   const storage = openStorage(env, log, opts.dbFile);
   const queues = new QueueLayer(env, log, storage.db.db, 'worker');
-  const ctx: WorkerContext = { env, log, ...storage, queues };
+  const ctx: WorkerContext = { env, log, ...storage, queues, ...openVectorTier(env, log, storage) };
   const metrics = new Metrics('worker');
   const shutdown = new Shutdown(log, env.SHUTDOWN_GRACE_MS, opts.exit);
 
@@ -108,6 +108,7 @@ export async function startWorker(env: Env, log: Logger, opts: { handlers?: Regi
       await publish().catch(() => undefined);
       await dropWorkerMetrics(queues.connection, env.QUEUE_PREFIX, workerId).catch(() => undefined);
     })
+    .add('embedding', () => ctx.embedding.close())
     .add('queues', () => queues.close())
     .add('sqlite', () => storage.db.close());
 

@@ -173,6 +173,12 @@ export class SettingsService {
     return this.load().value;
   }
 
+  /** Settings read now, bypassing the short cache (jobs: a reindex started by a settings change must see it). */
+  memoryFresh(): MemorySettings {
+    this.cached = null;
+    return this.load().value;
+  }
+
   private load() {
     if (this.cached && Date.now() - this.cached.at < this.ttlMs) return this.cached;
     const raw = this.repo.all();

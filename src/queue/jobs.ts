@@ -41,6 +41,39 @@ export const JOBS = {
     jobId: (d, now) => (d.reason === 'schedule' ? undefined : `repair-sweep-${d.reason}-${Math.floor(now / 10_000)}`),
     scheduleEveryMs: (e) => e.REPAIR_SWEEP_EVERY_MS,
   }),
+  'extract-facts': spec({
+    queue: 'extraction',
+    schema: z.strictObject({
+      apiKeyId: z.string().min(1).max(128),
+      sessionId: z.string().max(256).nullable().default(null),
+      // The one payload that carries text (DESIGN §3): capped at 64 KiB.
+      userText: z.string().max(65_536),
+      assistantText: z.string().max(65_536).optional(),
+      requestId: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/),
+    }),
+    jobId: (d) => `extract-${d.requestId}`,
+  }),
+  'embed-memory': spec({
+    queue: 'embedding',
+    schema: z.strictObject({ memoryId: z.uuid(), contentHash: z.string().regex(/^[0-9a-f]{64}$/) }),
+    jobId: (d) => `embed-${d.memoryId}-${d.contentHash.slice(0, 8)}`,
+  }),
+  reindex: spec({
+    queue: 'reindex',
+    schema: z.strictObject({
+      force: z.boolean().default(false),
+      batchSize: z.number().int().min(1).max(2048).default(128),
+      trigger: z.enum(['api', 'auto']).default('auto'),
+    }),
+    // One at a time: requestReindex() reuses a live job, the route answers 409, the queue runs with concurrency 1.
+    jobId: (d, now) => `reindex-${d.trigger}-${now}`,
+    options: { attempts: 10 },
+  }),
+  'record-access': spec({
+    queue: 'maintenance',
+    schema: z.strictObject({ memoryIds: z.array(z.uuid()).min(1).max(200) }),
+    options: { attempts: 3, removeOnComplete: { age: 3600, count: 100 } },
+  }),
 } as const satisfies Record<string, JobSpec>;
 
 export type JobName = keyof typeof JOBS;

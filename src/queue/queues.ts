@@ -94,6 +94,22 @@ export class QueueLayer {
     return { jobId: opts.jobId, queue, via: 'outbox' };
   }
 
+  /** Adds many jobs of one kind in one round trip (worker side: bulk fan-out); ids dedupe as usual. */
+  async enqueueMany<N extends JobName>(name: N, inputs: JobInput<N>[]): Promise<number> {
+    if (inputs.length === 0) return 0;
+    const queue = JOBS[name].queue as QueueName;
+    const jobs = inputs.map((input) => {
+      const data = parsePayload(name, input);
+      return { name, data, opts: jobOptions(name, data, `${name}-${crypto.randomUUID()}`) };
+    });
+    if (this.role === 'api' && !this.isReady()) {
+      for (const j of jobs) this.outbox.add(name, j.opts.jobId, j.data, nowIso());
+      return jobs.length;
+    }
+    await this.queue(queue).addBulk(jobs);
+    return jobs.length;
+  }
+
   /** Moves outbox rows into their queues with their original ids; stops at the first Redis failure. */
   async flushOutbox(batchSize = 500, maxBatches = Number.POSITIVE_INFINITY): Promise<{ moved: number; remaining: number }> {
     let moved = 0;

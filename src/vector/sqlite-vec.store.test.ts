@@ -290,7 +290,7 @@ describe('SqliteVecStore', () => {
       expect(hits.map((h) => h.id).sort()).toEqual(tenantA.map((m) => m.id).sort());
       // The KNN itself returned only A's rows: no candidate slot went to tenant B.
       const blob = Buffer.from(q.buffer);
-      const candidates = o.store.repo.knnCandidates('tenant-a', blob, 5, 'none', { nowIso: now(), createdAfterIso: null, sessionId: null });
+      const candidates = o.store.repo.knnCandidates('tenant-a', blob, 5, 'none', { nowIso: now(), freshAfterIso: null, sessionId: null });
       expect(candidates).toHaveLength(5);
       expect(candidates.every((c) => c.id !== null)).toBe(true);
 
@@ -361,7 +361,7 @@ describe('SqliteVecStore', () => {
       expect(noFilter).toHaveLength(7);
       expect(noFilter.slice(0, 2)).toEqual([f.old[0]!.id, f.otherSession[0]!.id]);
 
-      const retained = ids({ nowIso: now(), createdAfterIso: f.cutoff });
+      const retained = ids({ nowIso: now(), freshAfterIso: f.cutoff });
       expect(retained).not.toContain(f.old[0]!.id);
       expect(retained).toHaveLength(6);
 
@@ -369,7 +369,7 @@ describe('SqliteVecStore', () => {
       expect(session).not.toContain(f.otherSession[0]!.id);
       expect(session.sort()).toEqual([f.old[0]!.id, ...f.live.map((m) => m.id)].sort());
 
-      expect(ids({ nowIso: now(), sessionId: 's1', createdAfterIso: f.cutoff }).sort()).toEqual(f.live.map((m) => m.id).sort());
+      expect(ids({ nowIso: now(), sessionId: 's1', freshAfterIso: f.cutoff }).sort()).toEqual(f.live.map((m) => m.id).sort());
       // "now" past the live rows' expiry leaves only rows that never expire.
       expect(ids({ nowIso: new Date(Date.now() + 7_200_000).toISOString() }).sort()).toEqual([f.old[0]!.id, f.otherSession[0]!.id].sort());
     });
@@ -378,7 +378,7 @@ describe('SqliteVecStore', () => {
       const f = await fixture(0);
       const knnSpy = jest.spyOn(f.o.store.repo, 'knnCandidates');
       const exactSpy = jest.spyOn(f.o.store.repo, 'exactScan');
-      const hits = f.o.store.knn('t', q, 5, { nowIso: now(), sessionId: 's1', createdAfterIso: f.cutoff });
+      const hits = f.o.store.knn('t', q, 5, { nowIso: now(), sessionId: 's1', freshAfterIso: f.cutoff });
       expect(hits.map((h) => h.id).sort()).toEqual(f.live.map((m) => m.id).sort());
       expect(knnSpy.mock.calls.map((c) => c[2])).toEqual([20, 40, 80]);
       expect(exactSpy).not.toHaveBeenCalled();
@@ -388,13 +388,13 @@ describe('SqliteVecStore', () => {
       const f = await fixture();
       const knnSpy = jest.spyOn(f.o.store.repo, 'knnCandidates');
       const exactSpy = jest.spyOn(f.o.store.repo, 'exactScan');
-      const hits = f.o.store.knn('t', q, 5, { nowIso: now(), sessionId: 's1', createdAfterIso: f.cutoff });
+      const hits = f.o.store.knn('t', q, 5, { nowIso: now(), sessionId: 's1', freshAfterIso: f.cutoff });
       expect(hits.map((h) => h.id).sort()).toEqual(f.live.map((m) => m.id).sort());
       expect(knnSpy).toHaveBeenCalledTimes(1);
       expect(exactSpy).toHaveBeenCalledTimes(1);
       // The exact path and the KNN path agree on distances.
       const viaKnn = f.o.store.knn('t', q, 7, { nowIso: now() });
-      const viaExact = f.o.store.repo.exactScan('t', Buffer.from(q.buffer), 7, 'none', { nowIso: now(), createdAfterIso: null, sessionId: null });
+      const viaExact = f.o.store.repo.exactScan('t', Buffer.from(q.buffer), 7, 'none', { nowIso: now(), freshAfterIso: null, sessionId: null });
       expect(viaExact.map((h) => h.memoryId)).toEqual(viaKnn.map((h) => h.memoryId));
       viaExact.forEach((h, i) => expect(h.distance).toBeCloseTo(viaKnn[i]!.distance, 6));
     });

@@ -68,7 +68,7 @@ function toBlob(v: Float32Array): Buffer {
 }
 
 function filterParams(f: KnnFilter): VecFilterParams {
-  return { nowIso: f.nowIso, createdAfterIso: f.createdAfterIso || null, sessionId: f.sessionId || null };
+  return { nowIso: f.nowIso, freshAfterIso: f.freshAfterIso || null, sessionId: f.sessionId || null };
 }
 
 function toHit(r: { memoryId: number; id: string; distance: number }): VectorHit {

@@ -24,8 +24,8 @@ export interface VecMeta {
 export interface KnnFilter {
   /** Rows with `expires_at <= nowIso` are excluded. */
   nowIso: string;
-  /** Retention: only rows created at or after this instant. */
-  createdAfterIso?: string | null;
+  /** Retention: only rows created or re-asserted (updated_at) at or after this instant. */
+  freshAfterIso?: string | null;
   /** Only this session's rows; null, undefined or '' means no session filter. */
   sessionId?: string | null;
   /** When set, the search refuses (VectorUnavailableError) unless the index has this signature. */

@@ -30,8 +30,8 @@ function setup() {
   return { env, s, queues, effect, remaining };
 }
 
-async function progressDone(job: Job): Promise<number> {
-  const fresh = await job.queue.getJob(job.id!);
+async function progressDone(queues: QueueLayer, job: Job): Promise<number> {
+  const fresh = await queues.queue('maintenance').getJob(job.id!);
   const p = fresh?.progress as { done?: number } | number | undefined;
   return typeof p === 'object' && p ? (p.done ?? 0) : 0;
 }
@@ -51,7 +51,7 @@ describe('fault tolerance with real worker processes', () => {
       const { jobId } = await queues.enqueue('expire-memories', { batchSize: 10 });
       const job = (await queues.queue('maintenance').getJob(jobId))!;
       const killedAt = await waitUntil(async () => {
-        const done = await progressDone(job);
+        const done = await progressDone(queues, job);
         return done > 0 ? done : 0;
       }, 20_000, 'progress from worker A');
       a.proc.kill('SIGKILL');
@@ -61,8 +61,8 @@ describe('fault tolerance with real worker processes', () => {
 
       const b = spawnEngram('worker', childEnv(env, FAST_STALL));
       children.push(b);
-      await waitUntil(async () => (await job.queue.getJob(jobId))?.finishedOn, 45_000, 'worker B to finish the stalled job', 200);
-      const finished = (await job.queue.getJob(jobId))!;
+      await waitUntil(async () => (await queues.queue('maintenance').getJob(jobId))?.finishedOn, 45_000, 'worker B to finish the stalled job', 200);
+      const finished = (await queues.queue('maintenance').getJob(jobId))!;
       expect(await finished.getState()).toBe('completed');
       expect(remaining()).toBe(0);
       // Exactly once in effect: one expiry event per memory, none twice.
@@ -82,23 +82,23 @@ describe('fault tolerance with real worker processes', () => {
       children.push(a);
       const { jobId } = await queues.enqueue('expire-memories', { batchSize: 10 });
       const job = (await queues.queue('maintenance').getJob(jobId))!;
-      await waitUntil(async () => (await progressDone(job)) > 0, 20_000, 'progress');
+      await waitUntil(async () => (await progressDone(queues, job)) > 0, 20_000, 'progress');
       const sentAt = Date.now();
       a.proc.kill('SIGTERM');
       const exit = await a.exited;
       expect(exit.code).toBe(0);
       expect(Date.now() - sentAt).toBeLessThan(8000);
       // Back in the waiting list at once (not active, not waiting for a stall check).
-      expect(await (await job.queue.getJob(jobId))!.getState()).toBe('waiting');
+      expect(await (await queues.queue('maintenance').getJob(jobId))!.getState()).toBe('waiting');
       const partial = remaining();
       expect(partial).toBeGreaterThan(0);
 
       const b = spawnEngram('worker', childEnv(env, FAST_STALL));
       children.push(b);
-      await waitUntil(async () => (await job.queue.getJob(jobId))?.finishedOn, 30_000, 'worker B to finish', 200);
+      await waitUntil(async () => (await queues.queue('maintenance').getJob(jobId))?.finishedOn, 30_000, 'worker B to finish', 200);
       expect(remaining()).toBe(0);
       expect(effect()).toEqual({ events: ROWS, distinctRows: ROWS });
-      const final = (await job.queue.getJob(jobId))!;
+      const final = (await queues.queue('maintenance').getJob(jobId))!;
       expect(final.returnvalue).toEqual({ deleted: partial });
       b.proc.kill('SIGTERM');
       expect((await b.exited).code).toBe(0);

@@ -5,7 +5,7 @@ import type { PendingReindexRow, VecMeta, VecQuantization } from '../../vector/t
 /** Filter values as bound into SQL: absent filters are null. */
 export interface VecFilterParams {
   nowIso: string;
-  createdAfterIso: string | null;
+  freshAfterIso: string | null;
   sessionId: string | null;
 }
 
@@ -26,7 +26,7 @@ export interface ScoredRow {
 // The memory-side filters shared by the KNN join and the exact scan (alias m = memories).
 const FILTERS = `m.api_key_id = @apiKeyId
   AND (m.expires_at IS NULL OR m.expires_at > @nowIso)
-  AND (@createdAfterIso IS NULL OR m.created_at >= @createdAfterIso)
+  AND (@freshAfterIso IS NULL OR m.updated_at >= @freshAfterIso)
   AND (@sessionId IS NULL OR m.session_id = @sessionId)`;
 
 /** The SQL expression for a float32 blob parameter in the table's storage type ('unit' is right: vectors are normalised). */

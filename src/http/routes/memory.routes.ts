@@ -1,8 +1,11 @@
 import { Router } from 'express';
-import { notFound } from '../../errors';
+import { conflict, notFound } from '../../errors';
+import { listEmbeddingProviders } from '../../embedding/embedding.service';
+import { engineStatus } from '../../memory/engine-status';
 import type { ApiContext } from '../../context';
+import { liveReindex } from '../../queue/reindex-request';
 import { handle } from '../validate';
-import { createBody, idParams, listQuery, updateBody } from './memory.schema';
+import { createBody, idParams, listQuery, previewBody, reindexBody, updateBody } from './memory.schema';
 
 /** /api/memory: the original's CRUD, list/filters/pagination/stats, health, history. */
 export function memoryRoutes(ctx: ApiContext): Router {
@@ -58,6 +61,60 @@ export function memoryRoutes(ctx: ApiContext): Router {
       }
     }),
   );
+
+  r.post(
+    '/retrieve-preview',
+    handle({ body: previewBody }, async ({ body }) => {
+      const settings = ctx.settings.memory();
+      const result = await ctx.retrieval.retrieve(
+        body.apiKeyId ?? null,
+        {
+          query: body.query,
+          strategy: body.strategy,
+          maxTokens: body.maxTokens,
+          retentionDays: settings.retentionDays,
+          sessionId: body.sessionId ?? null,
+          scope: body.sessionId ? 'session' : 'apiKey',
+          limit: body.limit,
+        },
+        { preview: true },
+      );
+      return {
+        memories: result.items.map((it) => ({
+          id: it.memory.id,
+          apiKeyId: it.memory.apiKeyId,
+          type: it.memory.type,
+          key: it.memory.key,
+          content: it.memory.content,
+          score: it.score,
+          tokens: it.tokens,
+          tier: it.tier,
+          vecScore: it.vecScore,
+          ftsScore: it.ftsScore,
+          truncated: it.truncated,
+        })),
+        resolution: result.resolution,
+        totalTokensUsed: result.totalTokens,
+        budgetMaxTokens: result.budgetMaxTokens,
+      };
+    }),
+  );
+
+  r.post(
+    '/reindex',
+    handle({ body: reindexBody }, async ({ body }, _req, res) => {
+      const running = await liveReindex(ctx.queues);
+      if (running) throw conflict('A reindex job is already running', { jobId: running.id, state: await running.getState() });
+      const pending = ctx.vectors.countPending();
+      const { jobId, queue, via } = await ctx.queues.enqueue('reindex', { force: body.force, trigger: 'api' });
+      res.status(202);
+      return { jobId, queue, started: true, pending: body.force ? ctx.memory.list({}, 1, 0).total : pending, via };
+    }),
+  );
+
+  r.get('/engine-status', handle({}, () => engineStatus(ctx)));
+
+  r.get('/embedding-providers', handle({}, () => ({ providers: listEmbeddingProviders(ctx.env) })));
 
   r.get(
     '/:id',

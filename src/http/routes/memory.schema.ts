@@ -58,3 +58,16 @@ export const updateBody = z
   .refine((b) => Object.values(b).some((v) => v !== undefined), 'at least one field is required');
 
 export const idParams = z.object({ id: z.string().min(1).max(128) });
+
+/** POST /api/memory/retrieve-preview (the original's strict schema). */
+export const previewBody = z.strictObject({
+  query: z.string().trim().min(1).max(8192),
+  strategy: z.enum(['exact', 'semantic', 'hybrid']).default('hybrid'),
+  maxTokens: z.number().int().min(1).max(16000).default(2000),
+  apiKeyId: z.string().min(1).max(128).optional(),
+  limit: z.number().int().min(1).max(100).default(20),
+  sessionId: z.string().max(256).optional(),
+});
+
+/** POST /api/memory/reindex */
+export const reindexBody = z.strictObject({ force: z.boolean().default(false) });

@@ -1,12 +1,39 @@
 import { Router } from 'express';
 import type { ApiContext } from '../../context';
-import { memorySettingsUpdateSchema } from '../../memory/settings';
+import { AppError } from '../../errors';
+import { memorySettingsUpdateSchema, type MemorySettings } from '../../memory/settings';
+import { OutboundUrlError, customEmbeddingsUrl } from '../../net/url-policy';
+import { requestReindex } from '../../queue/reindex-request';
 import { handle } from '../validate';
+
+/** Fields that decide which vectors are built: changing one starts a reindex job (a no-op when the signature stays). */
+const EMBEDDING_FIELDS: (keyof MemorySettings)[] = ['embeddingSource', 'embeddingProviderModel', 'staticEnabled', 'transformersEnabled', 'customBaseUrl', 'customModelId'];
 
 /** /api/settings/memory: the original's fields, defaults and clamps, stored under its keys. */
 export function settingsRoutes(ctx: ApiContext): Router {
   const r = Router();
   r.get('/memory', handle({}, () => ctx.settings.memory()));
-  r.put('/memory', handle({ body: memorySettingsUpdateSchema }, ({ body }) => ctx.settings.updateMemory(body)));
+  r.put(
+    '/memory',
+    handle({ body: memorySettingsUpdateSchema }, async ({ body }) => {
+      if (body.customBaseUrl) {
+        try {
+          // The same outbound policy the embedder applies at connect time; the message never echoes the URL.
+          customEmbeddingsUrl(body.customBaseUrl, { allowPrivate: ctx.env.OMNIROUTE_ALLOW_PRIVATE_PROVIDER_URLS });
+        } catch (err) {
+          if (!(err instanceof OutboundUrlError)) throw err;
+          throw new AppError(400, 'validation_failed', `Invalid body: body.customBaseUrl: ${err.message}`, [
+            { path: 'body.customBaseUrl', message: err.message, code: err.code },
+          ]);
+        }
+      }
+      const before = ctx.settings.memory();
+      const after = ctx.settings.updateMemory(body);
+      if (EMBEDDING_FIELDS.some((f) => JSON.stringify(before[f]) !== JSON.stringify(after[f]))) {
+        await requestReindex(ctx.queues, 'auto');
+      }
+      return after;
+    }),
+  );
   return r;
 }

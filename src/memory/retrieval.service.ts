@@ -1,0 +1,239 @@
+import type { Env } from '../config/env';
+import type { Db } from '../db/connection';
+import { RetrievalRepository, type CandidateFilter } from '../db/repositories/retrieval.repository';
+import type { EmbeddingService } from '../embedding/embedding.service';
+import { sanitizeEmbeddingMessage } from '../embedding/embedding.service';
+import type { Logger } from '../logger';
+import type { QueueLayer } from '../queue/queues';
+import { VectorUnavailableError } from '../vector/types';
+import type { SqliteVecStore } from '../vector/sqlite-vec.store';
+import type { Reranker } from './rerank';
+import type { RetrievalResolution, RetrievalResult, RetrievalStrategy, RetrievedItem, RetrieveOptions, Retriever } from './retrieval.types';
+import { buildFtsQuery, getRelevanceScore, rrfFuse, selectWithinBudget, truncateToTokens } from './retrieval-scoring';
+import type { SettingsService } from './settings';
+import { estimateTokens } from './tokens';
+import { toPublic, type MemoryRecord } from './types';
+
+/** Keyword candidates per query: bm25-ranked over every row that passes the filters. */
+const FTS_LIMIT = 100;
+/** Rows considered by recency (no query). */
+const RECENT_LIMIT = 200;
+/** Vector hits below this cosine similarity are not relevant to the query. */
+const MIN_VECTOR_SCORE = 0.2;
+/** ...and neither are hits far below the best one (weak models score everything ~0.3). */
+const RELATIVE_VECTOR_FLOOR = 0.5;
+
+interface Candidate {
+  record: MemoryRecord;
+  vecScore: number | null;
+  ftsScore: number | null;
+  relevance: number;
+}
+
+/** Lower-cases and strips diacritics, as the FTS tokenizer does, so both tiers agree on what matches. */
+function fold(s: string): string {
+  return s.normalize('NFKD').replace(/\p{M}+/gu, '').toLowerCase();
+}
+
+function relevanceOf(r: MemoryRecord, query: string): number {
+  return getRelevanceScore({ content: fold(r.content), key: fold(r.key), metadata: r.metadata }, fold(query));
+}
+
+export interface RetrievalDeps {
+  env: Env;
+  log: Logger;
+  db: Db;
+  settings: SettingsService;
+  embedding: EmbeddingService;
+  vectors: SqliteVecStore;
+  reranker: Reranker;
+  /** For the access-count job; absent in tools that only preview. */
+  queues?: QueueLayer;
+}
+
+type VectorOutcome = { hits: { id: string; score: number }[]; reason: null } | { hits: null; reason: string };
+
+/**
+ * Retrieval on the request path (DESIGN §4): exact / semantic / hybrid with keyword fallback,
+ * tenant, expiry, retention and session applied in every tier, optional rerank, then the
+ * budget walk. It only reads SQLite and embeds the query; access counts go through a job.
+ */
+export class RetrievalService implements Retriever {
+  private readonly repo: RetrievalRepository;
+
+  constructor(private readonly d: RetrievalDeps) {
+    this.repo = new RetrievalRepository(d.db);
+  }
+
+  async retrieve(apiKeyId: string | null, opts: RetrieveOptions, mode: { preview?: boolean; requestId?: string } = {}): Promise<RetrievalResult> {
+    const settings = this.d.settings.memory();
+    const budget = Math.min(16000, Math.max(1, Math.floor(opts.maxTokens)));
+    const now = Date.now();
+    const filter: CandidateFilter = {
+      apiKeyId,
+      nowIso: new Date(now).toISOString(),
+      freshAfterIso: opts.retentionDays > 0 ? new Date(now - opts.retentionDays * 86_400_000).toISOString() : null,
+      sessionId: opts.scope === 'session' && opts.sessionId ? opts.sessionId : null,
+    };
+    const query = (opts.query ?? '').trim();
+    const embedRes = this.d.embedding.resolve(settings);
+    const resolution: RetrievalResolution = {
+      embeddingSource: embedRes.source,
+      embeddingModel: embedRes.model,
+      vectorStore: this.d.vectors.available() ? 'sqlite-vec' : 'none',
+      strategyUsed: opts.strategy,
+      rerankApplied: false,
+      rerankReason: null,
+      fallbackReason: null,
+    };
+
+    let ranked: { c: Candidate; score: number; tier: RetrievedItem['tier'] }[];
+    if (opts.strategy === 'exact' || !query) {
+      ranked = this.exact(filter, query);
+      resolution.strategyUsed = 'exact';
+      if (opts.strategy !== 'exact' && !query) resolution.fallbackReason = 'empty query: newest memories first';
+    } else {
+      const vec = apiKeyId === null ? ({ hits: null, reason: 'vector search is per API key; an all-tenant preview uses keywords' } as const) : await this.vectorHits(apiKeyId, query, filter, settings);
+      if (vec.hits === null) {
+        resolution.fallbackReason = vec.reason;
+        ranked = this.keyword(filter, query).map((c) => ({ c, score: c.relevance, tier: 'fts5' as const }));
+      } else if (opts.strategy === 'semantic') {
+        ranked = this.semantic(vec.hits, filter, query);
+      } else {
+        ranked = this.hybrid(vec.hits, filter, query);
+      }
+    }
+
+    let items: RetrievedItem[] = ranked.map(({ c, score, tier }) => ({
+      memory: toPublic(c.record),
+      score: Math.round(score * 1e6) / 1e6,
+      tokens: estimateTokens(c.record.content),
+      tier,
+      vecScore: c.vecScore,
+      ftsScore: c.ftsScore,
+      truncated: false,
+    }));
+
+    if (settings.rerankEnabled && settings.rerankProviderModel && query && items.length > 0) {
+      const r = await this.d.reranker.rerank(
+        query,
+        items.map((it) => ({ content: it.memory.content, it })),
+        settings.rerankProviderModel,
+      );
+      resolution.rerankApplied = r.applied;
+      resolution.rerankReason = r.reason;
+      if (r.applied) items = r.items.map((x, i) => ({ ...x.it, score: r.scores[i] ?? x.it.score }));
+    }
+
+    const walk = selectWithinBudget(items, budget, {
+      truncate: (it, max) => {
+        const content = truncateToTokens(it.memory.content, max);
+        return { ...it, memory: { ...it.memory, content }, tokens: estimateTokens(content), truncated: true };
+      },
+    });
+    const selected = opts.limit ? walk.selected.slice(0, opts.limit) : walk.selected;
+    const totalTokens = selected.reduce((a, it) => a + it.tokens, 0);
+
+    if (!mode.preview && apiKeyId !== null && selected.length > 0 && this.d.queues) {
+      // Access counts are bookkeeping: a job, never a write on the request path.
+      this.d.queues.enqueue('record-access', { memoryIds: selected.map((s) => s.memory.id) }).catch((err) => {
+        this.d.log.warn({ err: { message: (err as Error).message } }, 'could not record memory access');
+      });
+    }
+    return { items: selected, resolution, totalTokens, budgetMaxTokens: budget };
+  }
+
+  /** Newest first; with a query, only rows relevant to it (keyword candidates over all rows, not the newest 100). */
+  private exact(filter: CandidateFilter, query: string) {
+    if (!query) {
+      return this.repo.recent(filter, RECENT_LIMIT).map((r) => ({ c: { record: r, vecScore: null, ftsScore: null, relevance: 0 }, score: 0, tier: 'recent' as const }));
+    }
+    return this.keyword(filter, query)
+      .sort((a, b) => (a.record.createdAt < b.record.createdAt ? 1 : a.record.createdAt > b.record.createdAt ? -1 : b.record.memoryId - a.record.memoryId))
+      .map((c) => ({ c, score: c.relevance, tier: 'fts5' as const }));
+  }
+
+  /** Keyword tier: quoted tokens OR-ed into MATCH, bm25-ranked, then the original's relevance score (zero dropped). */
+  private keyword(filter: CandidateFilter, query: string, onlyUnembedded = false): Candidate[] {
+    const match = buildFtsQuery(query);
+    if (!match) return [];
+    const out: Candidate[] = [];
+    for (const { record, bm25 } of this.repo.fts(match, filter, FTS_LIMIT, onlyUnembedded)) {
+      const relevance = relevanceOf(record, query);
+      if (relevance > 0) out.push({ record, vecScore: null, ftsScore: Math.round(-bm25 * 1e4) / 1e4, relevance });
+    }
+    // Relevance first (the original's order), bm25 breaks ties.
+    return out.sort((a, b) => b.relevance - a.relevance || (b.ftsScore ?? 0) - (a.ftsScore ?? 0));
+  }
+
+  private async vectorHits(apiKeyId: string, query: string, filter: CandidateFilter, settings: ReturnType<SettingsService['memory']>): Promise<VectorOutcome> {
+    if (!this.d.vectors.available()) return { hits: null, reason: 'sqlite-vec not available (degraded to FTS5)' };
+    let embedded;
+    try {
+      embedded = await this.d.embedding.embedOne(query, settings);
+    } catch (err) {
+      return { hits: null, reason: `embedding failed: ${sanitizeEmbeddingMessage((err as Error).message)}` };
+    }
+    if (!embedded.resolution.source) return { hits: null, reason: embedded.resolution.reason || 'no embedding source configured' };
+    if (!embedded.vector) return { hits: null, reason: 'the query has no words the embedding model knows' };
+    const signature = this.d.vectors.signatureFor(embedded.resolution);
+    if (!signature || !this.d.vectors.isCompatible(signature)) {
+      return { hits: null, reason: 'vector index not built for the current embedding model yet (reindex pending)' };
+    }
+    try {
+      const hits = this.d.vectors.knn(apiKeyId, embedded.vector, this.d.env.MEMORY_VEC_TOP_K, {
+        nowIso: filter.nowIso,
+        freshAfterIso: filter.freshAfterIso,
+        sessionId: filter.sessionId,
+        signature,
+      });
+      if (hits.length === 0) return { hits: null, reason: 'vector index has no rows for this key yet' };
+      return { hits: hits.filter((h) => h.score >= MIN_VECTOR_SCORE).map((h) => ({ id: h.id, score: h.score })), reason: null };
+    } catch (err) {
+      if (err instanceof VectorUnavailableError) return { hits: null, reason: `vector search unavailable: ${err.reason}` };
+      this.d.log.warn({ err: { message: (err as Error).message } }, 'vector search failed; using keywords');
+      return { hits: null, reason: 'vector search failed (degraded to FTS5)' };
+    }
+  }
+
+  /** Vector ranking; rows not embedded yet are still reachable through keywords, after the vector hits. */
+  private semantic(all: { id: string; score: number }[], filter: CandidateFilter, query: string) {
+    // Alone, the vector tier needs a relevance floor relative to its best hit (hybrid lets RRF weigh them instead).
+    const floor = all.length ? all[0].score * RELATIVE_VECTOR_FLOOR : 0;
+    const hits = all.filter((h) => h.score >= floor);
+    const records = new Map(this.repo.byIds(hits.map((h) => h.id)).map((r) => [r.id, r]));
+    const out: { c: Candidate; score: number; tier: RetrievedItem['tier'] }[] = hits
+      .filter((h) => records.has(h.id))
+      .map((h) => ({ c: { record: records.get(h.id)!, vecScore: h.score, ftsScore: null, relevance: 0 }, score: h.score, tier: 'vector' as const }));
+    const seen = new Set(out.map((o) => o.c.record.id));
+    for (const c of this.keyword(filter, query, true)) if (!seen.has(c.record.id)) out.push({ c, score: 0, tier: 'fts5' as const });
+    return out;
+  }
+
+  /** Weighted RRF of the vector and keyword rankings. */
+  private hybrid(hits: { id: string; score: number }[], filter: CandidateFilter, query: string) {
+    const kw = this.keyword(filter, query);
+    const fused = rrfFuse(
+      [hits.map((h, i) => ({ id: h.id, rank: i + 1 })), kw.map((c, i) => ({ id: c.record.id, rank: i + 1 }))],
+      { k: this.d.env.MEMORY_RRF_K, weights: [this.d.env.MEMORY_RRF_VECTOR_WEIGHT, this.d.env.MEMORY_RRF_FTS_WEIGHT] },
+    );
+    const vecScore = new Map(hits.map((h) => [h.id, h.score]));
+    const kwById = new Map(kw.map((c) => [c.record.id, c]));
+    const missing = fused.filter((f) => !kwById.has(f.id as string)).map((f) => f.id as string);
+    const records = new Map(this.repo.byIds(missing).map((r) => [r.id, r]));
+    return fused
+      .map((f) => {
+        const id = f.id as string;
+        const record = kwById.get(id)?.record ?? records.get(id);
+        if (!record) return null;
+        return {
+          c: { record, vecScore: vecScore.get(id) ?? null, ftsScore: kwById.get(id)?.ftsScore ?? null, relevance: kwById.get(id)?.relevance ?? 0 },
+          score: f.score,
+          tier: 'hybrid-rrf' as const,
+        };
+      })
+      .filter((x): x is NonNullable<typeof x> => x !== null);
+  }
+}
+
+export type { RetrievalStrategy };

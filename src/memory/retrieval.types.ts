@@ -1,0 +1,61 @@
+import type { Memory } from './types';
+
+/** Retrieval strategies (settings' `recent` maps to `exact`). */
+export type RetrievalStrategy = 'exact' | 'semantic' | 'hybrid';
+
+/** Which tier produced an item (the original's names). */
+export type RetrievalTier = 'fts5' | 'vector' | 'hybrid-rrf' | 'qdrant' | 'recent';
+
+export interface RetrieveOptions {
+  /** The text to match (the last user message); empty/null means recency only. */
+  query?: string | null;
+  strategy: RetrievalStrategy;
+  /** Token budget, 1–16000. */
+  maxTokens: number;
+  /** Only memories created (or updated) within this many days. */
+  retentionDays: number;
+  sessionId?: string | null;
+  /** `session` restricts to sessionId; `apiKey` (default) searches all of the key's memories. */
+  scope?: 'apiKey' | 'session';
+  /** Cap on returned items (preview). */
+  limit?: number;
+}
+
+export interface RetrievedItem {
+  memory: Memory;
+  score: number;
+  tokens: number;
+  tier: RetrievalTier;
+  vecScore: number | null;
+  ftsScore: number | null;
+  /** The single oversize best item, cut to fit the budget. */
+  truncated: boolean;
+}
+
+export interface RetrievalResolution {
+  embeddingSource: string | null;
+  embeddingModel: string | null;
+  vectorStore: 'sqlite-vec' | 'qdrant' | 'none';
+  strategyUsed: RetrievalStrategy;
+  rerankApplied: boolean;
+  /** Why rerank was not applied (null when it was, or was not asked for). */
+  rerankReason: string | null;
+  /** Why a vector strategy fell back to keywords (null when it did not). */
+  fallbackReason: string | null;
+}
+
+export interface RetrievalResult {
+  items: RetrievedItem[];
+  resolution: RetrievalResolution;
+  totalTokens: number;
+  budgetMaxTokens: number;
+}
+
+/** Retrieves a key's relevant memories within a token budget (request path: reads only). */
+export interface Retriever {
+  /**
+   * `apiKeyId` null searches every tenant (management preview only). `preview` skips side effects
+   * (no access-count job).
+   */
+  retrieve(apiKeyId: string | null, opts: RetrieveOptions, mode?: { preview?: boolean; requestId?: string }): Promise<RetrievalResult>;
+}

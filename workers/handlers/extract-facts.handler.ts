@@ -1,0 +1,37 @@
+import { buildFactMetadata, extractFactsFromText, type ExtractedFact } from '../../src/memory/extraction';
+import type { CreateMemoryInput } from '../../src/memory/types';
+import { enqueueEmbeds } from '../../src/memory/embed-on-write';
+import type { Handler } from '../context';
+
+/**
+ * Rules first (DESIGN §6): facts from the user's own words (the assistant's only when
+ * `extractFromAssistant` is on), upserted in one transaction with history, then one
+ * `embed-memory` per changed row. Re-running the same job converges (upserts keyed by fact key).
+ */
+export const extractFacts: Handler<'extract-facts'> = async (data, { job, ctx }) => {
+  const settings = ctx.settings.memoryFresh();
+  const facts: (ExtractedFact & { source: 'user' | 'assistant' })[] = extractFactsFromText(data.userText).map((f) => ({ ...f, source: 'user' as const }));
+  if (settings.extractFromAssistant && data.assistantText) {
+    const seen = new Set(facts.map((f) => f.key));
+    // The user's own statement wins over the assistant's on the same key.
+    for (const f of extractFactsFromText(data.assistantText)) if (!seen.has(f.key)) facts.push({ ...f, source: 'assistant' });
+  }
+  if (facts.length === 0) return { facts: 0, changed: 0 };
+
+  const inputs: CreateMemoryInput[] = facts.map((f) => ({
+    apiKeyId: data.apiKeyId,
+    sessionId: data.sessionId,
+    type: f.type,
+    key: f.key,
+    content: f.content,
+    metadata: { ...buildFactMetadata(f, { source: f.source === 'user' ? 'user_message' : 'assistant_message', requestId: data.requestId }) },
+  }));
+  // Unchanged facts (same content under the same key) are not rewritten: no churn, no new history row.
+  const existing = inputs.filter((i) => {
+    const cur = ctx.memory.repo.findByKey(i.apiKeyId, i.key!);
+    return !cur || cur.content !== i.content || cur.type !== i.type;
+  });
+  const changes = ctx.memory.upsertMany(existing, { source: 'extraction', jobId: job.id ?? null, requestId: data.requestId });
+  const embeds = await enqueueEmbeds(ctx.queues, changes);
+  return { facts: facts.length, changed: changes.length, embedsQueued: embeds };
+};
