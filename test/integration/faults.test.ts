@@ -1,7 +1,9 @@
 import type { Job } from 'bullmq';
 import { QueueLayer } from '../../src/queue/queues';
+import path from 'node:path';
 import { memoryInput } from '../factories';
-import { silentLog, testEnv } from '../helpers/env';
+import { topicModelSpec, writeModel2VecFolder } from '../helpers/model-fixtures';
+import { silentLog, tempDir, testEnv } from '../helpers/env';
 import { childEnv, spawnEngram, type Child } from '../helpers/processes';
 import { tempStorage } from '../helpers/storage';
 import { waitUntil } from '../helpers/wait';
@@ -100,6 +102,55 @@ describe('fault tolerance with real worker processes', () => {
       expect(effect()).toEqual({ events: ROWS, distinctRows: ROWS });
       const final = (await queues.queue('maintenance').getJob(jobId))!;
       expect(final.returnvalue).toEqual({ deleted: partial });
+      b.proc.kill('SIGTERM');
+      expect((await b.exited).code).toBe(0);
+    } finally {
+      await queues.close();
+      s.close();
+    }
+  });
+
+  it('kill -9 during a reindex: the job resumes where the flags say and every row ends up embedded', async () => {
+    const folder = writeModel2VecFolder(path.join(tempDir('models'), 'm'), topicModelSpec(16));
+    const env = testEnv({ MEMORY_STATIC_MODEL: folder });
+    const s = tempStorage(env);
+    const words = ['cat', 'pizza', 'python', 'snow', 'dog', 'bread'];
+    for (let i = 0; i < ROWS; i += 5000) {
+      s.memory.upsertMany(
+        Array.from({ length: 5000 }, (_, j) => memoryInput({ apiKeyId: `k${(i + j) % 3}`, key: `r${i + j}`, content: `the ${words[(i + j) % words.length]} ${i + j}` })),
+        { source: 'api' },
+      );
+    }
+    s.settings.updateMemory({ embeddingSource: 'static', staticEnabled: true });
+    const queues = new QueueLayer(env, silentLog(), s.db.db, 'worker');
+    const vec = () => s.db.db.prepare('SELECT COUNT(*) AS n FROM vec_memories').get() as { n: number };
+    const pending = () => (s.db.db.prepare('SELECT COUNT(*) AS n FROM memories WHERE needs_reindex = 1').get() as { n: number }).n;
+    try {
+      const a = spawnEngram('worker', childEnv(env, { ...FAST_STALL, MEMORY_STATIC_MODEL: folder }));
+      children.push(a);
+      const { jobId } = await queues.enqueue('reindex', { force: false, trigger: 'api', batchSize: 64 });
+      const q = queues.queue('reindex');
+      await waitUntil(async () => {
+        const p = (await q.getJob(jobId))?.progress as { done?: number } | undefined;
+        return (p?.done ?? 0) > 0;
+      }, 30_000, 'reindex progress');
+      a.proc.kill('SIGKILL');
+      await a.exited;
+      const left = pending();
+      expect(left).toBeGreaterThan(0);
+      expect(left).toBeLessThan(ROWS);
+
+      const b = spawnEngram('worker', childEnv(env, { ...FAST_STALL, MEMORY_STATIC_MODEL: folder }));
+      children.push(b);
+      const job = await waitUntil(async () => {
+        const j = await q.getJob(jobId);
+        return j?.finishedOn ? j : null;
+      }, 60_000, 'reindex finished by worker B', 200);
+      expect(await job.getState()).toBe('completed');
+      // Resumed: the second run only had what was still flagged.
+      expect(job.returnvalue).toMatchObject({ phase: 'done', failed: 0, total: left, done: left });
+      expect(pending()).toBe(0);
+      expect(vec().n).toBe(ROWS);
       b.proc.kill('SIGTERM');
       expect((await b.exited).code).toBe(0);
     } finally {
