@@ -85,6 +85,20 @@ export async function startWorker(env: Env, log: Logger, opts: { handlers?: Regi
   const metricsTimer = setInterval(() => void publish().catch(() => undefined), 10_000);
   metricsTimer.unref();
   void publish().catch(() => undefined);
+  // Also publish shortly after jobs finish (at most once a second), so /metrics is fresh under light load.
+  let soon: NodeJS.Timeout | null = null;
+  const publishSoon = () => {
+    if (soon) return;
+    soon = setTimeout(() => {
+      soon = null;
+      void publish().catch(() => undefined);
+    }, 1000);
+    soon.unref();
+  };
+  for (const w of workers.values()) {
+    w.on('completed', publishSoon);
+    w.on('failed', publishSoon);
+  }
 
   shutdown
     .add('workers', async () => {
