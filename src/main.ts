@@ -5,7 +5,7 @@ import { loadEnv, type Env } from './config/env';
 import type { ApiContext } from './context';
 import { openStorage, openVectorTier } from './core';
 import { embedOnWrite } from './memory/embed-on-write';
-import { Reranker } from './memory/rerank';
+import { rerankerFromEnv } from './memory/rerank';
 import { RetrievalService } from './memory/retrieval.service';
 import { createApp } from './http/app';
 import { createLogger, type Logger } from './logger';
@@ -30,7 +30,7 @@ export function buildApiContext(env: Env, log: Logger, opts: { dbFile?: string }
   const queues = new QueueLayer(env, log, storage.db.db, 'api');
   const vectorTier = openVectorTier(env, log, storage);
   embedOnWrite(storage.memory, queues, log);
-  const retrieval = new RetrievalService({ env, log, db: storage.db.db, settings: storage.settings, ...vectorTier, reranker: new Reranker(env, { log }), queues });
+  const retrieval = new RetrievalService({ env, log, db: storage.db.db, settings: storage.settings, ...vectorTier, reranker: rerankerFromEnv(env, log), queues });
   return {
     env,
     log,

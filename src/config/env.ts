@@ -114,6 +114,9 @@ export const envSchema = z.object({
   MEMORY_RRF_FTS_WEIGHT: z.coerce.number().min(0).max(100).default(1),
   MEMORY_RRF_VECTOR_WEIGHT: z.coerce.number().min(0).max(100).default(1),
   MEMORY_RERANK_TIMEOUT_MS: int(5000, 100, 60_000),
+  /** A self-hosted Cohere/Jina-style reranker (settings: rerankProviderModel `custom/<model>`). */
+  MEMORY_RERANK_CUSTOM_BASE_URL: optionalString.pipe(z.url({ protocol: /^https?$/, error: 'expected an http(s) URL' }).optional()),
+  MEMORY_RERANK_CUSTOM_API_KEY: optionalString,
 });
 
 export type Env = z.infer<typeof envSchema>;

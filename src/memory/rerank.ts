@@ -361,3 +361,12 @@ export class Reranker {
     }
   }
 }
+
+/** The reranker as the operator configured it (hosted providers by key; a self-hosted one by URL). */
+export function rerankerFromEnv(env: RerankEnv & Pick<Env, 'MEMORY_RERANK_CUSTOM_BASE_URL' | 'MEMORY_RERANK_CUSTOM_API_KEY'>, log?: Logger): Reranker {
+  return new Reranker(env, {
+    log,
+    baseUrls: env.MEMORY_RERANK_CUSTOM_BASE_URL ? { custom: env.MEMORY_RERANK_CUSTOM_BASE_URL } : undefined,
+    customApiKey: env.MEMORY_RERANK_CUSTOM_API_KEY,
+  });
+}

@@ -1,6 +1,8 @@
 import path from 'node:path';
 import request from 'supertest';
+import { Reranker } from '../../src/memory/rerank';
 import { RetrievalService } from '../../src/memory/retrieval.service';
+import { startFakeRerankServer } from '../helpers/fake-rerank-server';
 import type { RetrievalStrategy, RetrieveOptions } from '../../src/memory/retrieval.types';
 import { startWorker, type RunningWorker } from '../../workers/main';
 import { memoryInput } from '../factories';
@@ -218,5 +220,40 @@ describe('retrieval', () => {
       t.ctx.settings.updateMemory({ rerankEnabled: false, rerankProviderModel: null });
     }
   });
-});
 
+  it('rerank through a local rerank server: reorders before the budget walk; 401 and timeout keep the order and say why', async () => {
+    const fake = await startFakeRerankServer();
+    const deps = (t.ctx.retrieval as unknown as { d: ConstructorParameters<typeof RetrievalService>[0] }).d;
+    const svc = new RetrievalService({
+      ...deps,
+      reranker: new Reranker({ ...t.env, MEMORY_RERANK_TIMEOUT_MS: 300 }, { baseUrls: { custom: fake.baseUrl } }),
+      settings: { memory: () => ({ ...t.ctx.settings.memory(), rerankEnabled: true, rerankProviderModel: 'custom/bge-reranker' }) } as never,
+    });
+    try {
+      const q = opts({ strategy: 'hybrid', query: 'cat pizza' });
+      const plain = (await t.ctx.retrieval.retrieve('A', q, { preview: true })).items.map((i) => i.memory.key);
+      expect(plain.length).toBeGreaterThan(1);
+      // The fake scores by word overlap with "pizza lunch": the pizza memory must come first.
+      fake.behave({ kind: 'results', results: plain.map((k, index) => ({ index, relevance_score: k === 'pizza' ? 0.99 : 0.1 / (index + 1) })) });
+      const ranked = await svc.retrieve('A', q, { preview: true });
+      expect(ranked.resolution).toMatchObject({ rerankApplied: true, rerankReason: null });
+      expect(ranked.items[0].memory.key).toBe('pizza');
+      expect(ranked.items[0].score).toBeCloseTo(0.99);
+      expect(fake.requests.at(-1)?.body).toMatchObject({ model: 'bge-reranker', query: 'cat pizza', top_n: plain.length });
+
+      fake.behave({ kind: 'status', status: 401 });
+      const unauth = await svc.retrieve('A', q, { preview: true });
+      expect(unauth.resolution).toMatchObject({ rerankApplied: false, rerankReason: 'http_401' });
+      expect(unauth.items.map((i) => i.memory.key)).toEqual(plain);
+
+      fake.behave({ kind: 'delay', ms: 3000 });
+      const started = Date.now();
+      const slow = await svc.retrieve('A', q, { preview: true });
+      expect(Date.now() - started).toBeLessThan(2000);
+      expect(slow.resolution).toMatchObject({ rerankApplied: false, rerankReason: 'timeout' });
+      expect(slow.items.map((i) => i.memory.key)).toEqual(plain);
+    } finally {
+      await fake.close();
+    }
+  });
+});
