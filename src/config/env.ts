@@ -37,6 +37,7 @@ export const envSchema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   MANAGEMENT_TOKEN: optionalString.pipe(z.string().min(16, 'must be at least 16 characters').optional()),
   BODY_LIMIT_BYTES: int(1_048_576, 1024, 64 * 1_048_576),
+  PROXY_BODY_LIMIT_BYTES: int(20 * 1_048_576, 1024, 256 * 1_048_576),
   SHUTDOWN_GRACE_MS: int(10_000, 0, 600_000),
   SQLITE_BUSY_TIMEOUT_MS: int(5000, 5000, 120_000),
   VECTOR_STORE_DISABLE_VEC: envBool(false),

@@ -3,7 +3,8 @@ import express, { type Express, type Router } from 'express';
 import { pinoHttp } from 'pino-http';
 import type { ApiContext } from '../context';
 import type { Metrics } from '../metrics';
-import { requireManagement } from './auth';
+import { proxyRoutes } from '../proxy/proxy.routes';
+import { requireApiKey, requireManagement } from './auth';
 import { errorHandler, notFoundHandler, sendError } from './error-handler';
 import { adminRoutes } from './routes/admin.routes';
 import { jobsRoutes } from './routes/jobs.routes';
@@ -54,6 +55,8 @@ export function createApp(ctx: ApiContext, metrics: Metrics): Express {
       autoLogging: { ignore: (req) => req.url === '/healthz' || req.url === '/metrics' },
     }),
   );
+  // Chat requests can carry images: their own, larger limit (body-parser skips an already-parsed body).
+  app.use('/v1', express.json({ limit: ctx.env.PROXY_BODY_LIMIT_BYTES }));
   app.use(express.json({ limit: ctx.env.BODY_LIMIT_BYTES }));
   app.use(express.urlencoded({ extended: false, limit: '16kb' }));
 
@@ -62,6 +65,7 @@ export function createApp(ctx: ApiContext, metrics: Metrics): Express {
   app.use(system);
 
   const mgmt = requireManagement(ctx.managementToken, { allowCookie: false });
+  mount(app, '/v1', requireApiKey(ctx.apiKeys), proxyRoutes(ctx));
   mount(app, '/api/memory', mgmt, memoryRoutes(ctx));
   mount(app, '/api/settings', mgmt, settingsRoutes(ctx));
   mount(app, '/api/keys', mgmt, keysRoutes(ctx));

@@ -1,0 +1,139 @@
+import type { Logger } from '../logger';
+import { lastUserText, tailChars } from '../memory/chat-text';
+import { injectMemory, isNoMemoryRequested, sessionIdFromHeaders, shouldInjectMemory, type ChatRequest, type HeaderSource } from '../memory/injection';
+import type { RetrievalStrategy, RetrievedItem, Retriever } from '../memory/retrieval.types';
+import type { MemorySettings } from '../memory/settings';
+import type { QueueLayer } from '../queue/queues';
+
+/** What the memory phase did for a request (the `x-memory-status` header). */
+export type MemoryStatus = 'injected' | 'empty' | 'disabled' | 'opted-out' | 'degraded';
+
+/** The memory outcome reported in the `x-memory-*` headers and the /v1/memory/inject answer. */
+export interface MemoryOutcome {
+  injected: number;
+  tokens: number;
+  strategy: RetrievalStrategy | 'none';
+  status: MemoryStatus;
+}
+
+/** Whether memory runs for a request, decided once from fresh settings and the request's headers. */
+export interface MemoryPlan {
+  settings: MemorySettings;
+  /** Retrieval and extraction both run (enabled, a budget, not opted out). */
+  on: boolean;
+  /** The status to report when memory is off. */
+  offStatus: 'disabled' | 'opted-out' | null;
+  sessionId: string | null;
+}
+
+/** The longest the request path waits for retrieval before it forwards the request unmodified. */
+export const MEMORY_PHASE_TIMEOUT_MS = 1500;
+
+/** Decides whether memory is on for a request: settings enabled with a token budget, and no `x-omniroute-no-memory`/`x-no-memory` opt-out. */
+export function memoryPlan(settings: MemorySettings, headers: HeaderSource): MemoryPlan {
+  const sessionId = sessionIdFromHeaders(headers);
+  if (!settings.enabled || settings.maxTokens <= 0) return { settings, on: false, offStatus: 'disabled', sessionId };
+  if (isNoMemoryRequested(headers)) return { settings, on: false, offStatus: 'opted-out', sessionId };
+  return { settings, on: true, offStatus: null, sessionId };
+}
+
+class RetrievalTimeout extends Error {
+  override readonly name = 'RetrievalTimeout';
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  // A retrieval that loses the race may still reject later; that must not become an unhandled rejection.
+  p.catch(() => undefined);
+  return Promise.race([
+    p,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new RetrievalTimeout(`retrieval took longer than ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+/** Retrieves the key's memories for the last user message and returns a copy of the body with them injected plus the outcome, failing open (`degraded`, body unmodified) on an error or a retrieval slower than the bound. */
+export async function applyMemory(
+  deps: { retrieval: Retriever; log: Logger },
+  args: { apiKeyId: string; body: ChatRequest; plan: MemoryPlan; requestId: string; logRequestId?: string; timeoutMs?: number },
+): Promise<{ body: ChatRequest; outcome: MemoryOutcome }> {
+  const { plan, body } = args;
+  if (!plan.on) return { body, outcome: { injected: 0, tokens: 0, strategy: 'none', status: plan.offStatus ?? 'disabled' } };
+  const s = plan.settings;
+  const strategy: RetrievalStrategy = s.strategy === 'recent' ? 'exact' : s.strategy;
+  if (!shouldInjectMemory(body)) return { body, outcome: { injected: 0, tokens: 0, strategy, status: 'empty' } };
+  // Recency must not be relevance-filtered (the original's toMemoryRetrievalConfig passes no query for `recent`).
+  const query = s.strategy === 'recent' ? null : lastUserText(body.messages) || null;
+  try {
+    const result = await withTimeout(
+      Promise.resolve().then(() =>
+        deps.retrieval.retrieve(
+          args.apiKeyId,
+          { query, strategy, maxTokens: s.maxTokens, retentionDays: s.retentionDays, sessionId: plan.sessionId, scope: 'apiKey' },
+          { requestId: args.requestId },
+        ),
+      ),
+      args.timeoutMs ?? MEMORY_PHASE_TIMEOUT_MS,
+    );
+    const used: RetrievedItem[] = result.items.filter((i) => typeof i.memory?.content === 'string' && i.memory.content.trim() !== '');
+    const strategyUsed = result.resolution?.strategyUsed ?? strategy;
+    if (used.length === 0) return { body, outcome: { injected: 0, tokens: 0, strategy: strategyUsed, status: 'empty' } };
+    const injected = injectMemory(
+      body,
+      used.map((i) => i.memory),
+      { model: typeof body.model === 'string' ? body.model : null },
+    );
+    const tokens = used.reduce((sum, i) => sum + (Number.isFinite(i.tokens) ? i.tokens : 0), 0);
+    return { body: injected, outcome: { injected: used.length, tokens, strategy: strategyUsed, status: 'injected' } };
+  } catch (err) {
+    // Name and code only: a storage error message can quote the query, which is the user's text.
+    const e = err as { name?: unknown; code?: unknown } | null;
+    deps.log.warn(
+      {
+        requestId: args.logRequestId ?? args.requestId,
+        reason: err instanceof RetrievalTimeout ? 'timeout' : 'error',
+        errName: typeof e?.name === 'string' ? e.name : typeof err,
+        errCode: typeof e?.code === 'string' ? e.code : undefined,
+      },
+      'memory retrieval failed; request forwarded without memory',
+    );
+    return { body, outcome: { injected: 0, tokens: 0, strategy: 'none', status: 'degraded' } };
+  }
+}
+
+/** Sets the `x-memory-injected`, `x-memory-tokens`, `x-memory-strategy` and `x-memory-status` response headers. */
+export function setMemoryHeaders(res: { setHeader(name: string, value: string): unknown }, o: MemoryOutcome): void {
+  res.setHeader('x-memory-injected', String(o.injected));
+  res.setHeader('x-memory-tokens', String(o.tokens));
+  res.setHeader('x-memory-strategy', o.strategy);
+  res.setHeader('x-memory-status', o.status);
+}
+
+/** The extract-facts payload for a finished exchange, or null when there is no user text to mine. */
+export function extractionPayload(args: {
+  apiKeyId: string;
+  sessionId: string | null;
+  messages: unknown;
+  assistantText: string | null;
+  settings: MemorySettings;
+  requestId: string;
+}): { apiKeyId: string; sessionId: string | null; userText: string; assistantText?: string; requestId: string } | null {
+  const userText = tailChars(lastUserText(args.messages));
+  if (!userText) return null;
+  const assistant = args.settings.extractFromAssistant && args.assistantText ? tailChars(args.assistantText) : '';
+  return {
+    apiKeyId: args.apiKeyId,
+    sessionId: args.sessionId,
+    userText,
+    ...(assistant ? { assistantText: assistant } : {}),
+    requestId: args.requestId,
+  };
+}
+
+/** Enqueues extract-facts without holding the response (Redis down: the outbox takes it); a failure is logged, never thrown. */
+export function enqueueExtraction(deps: { queues: QueueLayer; log: Logger }, payload: NonNullable<ReturnType<typeof extractionPayload>>, logRequestId: string): void {
+  deps.queues.enqueue('extract-facts', payload).catch((err: unknown) => {
+    deps.log.warn({ requestId: logRequestId, errName: err instanceof Error ? err.name : typeof err }, 'could not enqueue extract-facts');
+  });
+}

@@ -1,0 +1,160 @@
+import crypto from 'node:crypto';
+import { Router, type Request, type Response } from 'express';
+import type { ApiContext } from '../context';
+import { apiKeyOf } from '../http/auth';
+import { handle } from '../http/validate';
+import { lastUserText, responseText } from '../memory/chat-text';
+import type { ChatRequest } from '../memory/injection';
+import { applyMemory, enqueueExtraction, extractionPayload, memoryPlan, setMemoryHeaders } from './memory-phase';
+import { chatCompletionBody, observeBody } from './proxy.schema';
+import { relayBody, relaySse, SseDeltaCollector } from './stream-tee';
+import { isEventStream, passThroughHeaders, upstreamErrorCode, upstreamFailure, UpstreamClient, type UpstreamResponse } from './upstream';
+
+/** A non-streaming reply larger than this is relayed but not parsed for extraction. */
+const MAX_PARSED_REPLY_BYTES = 8 * 1_048_576;
+
+/** An AbortController that fires when the client goes away before the response is finished. */
+function abortOnClientClose(req: Request, res: Response): AbortController {
+  const ac = new AbortController();
+  res.on('close', () => {
+    if (!res.writableFinished) ac.abort();
+  });
+  // The client may have left while the body was being parsed, before this listener existed.
+  if (req.socket.destroyed) ac.abort();
+  return ac;
+}
+
+function writeUpstreamHead(res: Response, up: UpstreamResponse, sse: boolean): void {
+  res.status(up.status);
+  for (const [name, value] of Object.entries(passThroughHeaders(up.headers))) res.setHeader(name, value);
+  if (sse) {
+    res.setHeader('cache-control', 'no-cache');
+    // Reverse proxies (nginx) must not buffer the stream either.
+    res.setHeader('x-accel-buffering', 'no');
+  }
+  // The client learns the status as soon as the upstream answers, before the first chunk.
+  res.flushHeaders();
+}
+
+/** Calls the upstream, mapping a failure to 502/504 unless the client is already gone (then null). */
+async function callUpstream(ctx: ApiContext, res: Response, signal: AbortSignal, call: () => Promise<UpstreamResponse>): Promise<UpstreamResponse | null> {
+  try {
+    return await call();
+  } catch (err) {
+    if (signal.aborted) return null;
+    ctx.log.warn({ requestId: res.locals.requestId, code: upstreamErrorCode(err) }, 'upstream call failed');
+    throw upstreamFailure(err);
+  }
+}
+
+/** The OpenAI-compatible gateway routes (chat proxy, models, memory inject/observe), mounted at /v1 behind an API key. */
+export function proxyRoutes(ctx: ApiContext): Router {
+  const router = Router();
+  const upstream = new UpstreamClient(ctx.env);
+
+  router.post(
+    '/chat/completions',
+    handle({ body: chatCompletionBody }, async (_input, req, res) => {
+      const apiKeyId = apiKeyOf(res).id;
+      const logRequestId = String(res.locals.requestId);
+      // A fresh id per chat request: a client-chosen x-request-id must not collide extraction job ids.
+      const chatId = crypto.randomUUID();
+      const original = req.body as ChatRequest;
+      const ac = abortOnClientClose(req, res);
+      const plan = memoryPlan(ctx.settings.memory(), req.headers);
+      const { body, outcome } = await applyMemory(
+        { retrieval: ctx.retrieval, log: ctx.log },
+        { apiKeyId, body: original, plan, requestId: chatId, logRequestId },
+      );
+      setMemoryHeaders(res, outcome);
+      if (ac.signal.aborted) return;
+
+      const up = await callUpstream(ctx, res, ac.signal, () => upstream.chatCompletions(body, { signal: ac.signal, stream: original.stream === true }));
+      if (!up) return;
+      const ok = up.status >= 200 && up.status < 300;
+      const sse = isEventStream(up.headers);
+      writeUpstreamHead(res, up, sse);
+
+      let assistantText: string | null = null;
+      if (sse) {
+        const collector = new SseDeltaCollector();
+        const end = await relaySse(up.body, res, collector, ac.signal);
+        if (end === 'upstream-failed') ctx.log.warn({ requestId: logRequestId }, 'upstream stream ended unexpectedly');
+        if (end !== 'complete') return;
+        res.end();
+        // A partial or failed answer is not something the user said or accepted: no extraction.
+        if (!ok || collector.sawError) return;
+        assistantText = collector.text();
+      } else {
+        const { end, kept } = await relayBody(up.body, res, ac.signal, MAX_PARSED_REPLY_BYTES);
+        if (end === 'upstream-failed') ctx.log.warn({ requestId: logRequestId }, 'upstream body ended unexpectedly');
+        if (end !== 'complete') return;
+        res.end();
+        if (!ok) return;
+        assistantText = kept ? parsedReplyText(kept) : null;
+      }
+
+      if (!plan.on) return;
+      const payload = extractionPayload({ apiKeyId, sessionId: plan.sessionId, messages: original.messages, assistantText, settings: plan.settings, requestId: chatId });
+      if (payload) enqueueExtraction(ctx, payload, logRequestId);
+    }),
+  );
+
+  router.get(
+    '/models',
+    handle({}, async (_input, req, res) => {
+      const ac = abortOnClientClose(req, res);
+      const up = await callUpstream(ctx, res, ac.signal, () => upstream.models({ signal: ac.signal }));
+      if (!up) return;
+      writeUpstreamHead(res, up, false);
+      const { end } = await relayBody(up.body, res, ac.signal, 0);
+      if (end === 'complete') res.end();
+    }),
+  );
+
+  router.post(
+    '/memory/inject',
+    handle({ body: chatCompletionBody }, async (_input, req, res) => {
+      const plan = memoryPlan(ctx.settings.memory(), req.headers);
+      const { body, outcome } = await applyMemory(
+        { retrieval: ctx.retrieval, log: ctx.log },
+        { apiKeyId: apiKeyOf(res).id, body: req.body as ChatRequest, plan, requestId: crypto.randomUUID(), logRequestId: String(res.locals.requestId) },
+      );
+      setMemoryHeaders(res, outcome);
+      return { body, memory: outcome };
+    }),
+  );
+
+  router.post(
+    '/memory/observe',
+    handle({ body: observeBody }, async ({ body }, req, res) => {
+      const plan = memoryPlan(ctx.settings.memory(), req.headers);
+      if (!plan.on) return { accepted: false, reason: plan.offStatus === 'opted-out' ? 'opted_out' : 'memory_disabled' };
+      if (!lastUserText(body.messages)) return { accepted: false, reason: 'no_user_text' };
+      const replyText = body.response !== undefined ? responseText(body.response) : '';
+      const payload = extractionPayload({
+        apiKeyId: apiKeyOf(res).id,
+        sessionId: body.sessionId ?? plan.sessionId,
+        messages: body.messages,
+        assistantText: replyText || body.assistantText?.trim() || null,
+        settings: plan.settings,
+        requestId: crypto.randomUUID(),
+      });
+      if (!payload) return { accepted: false, reason: 'no_user_text' };
+      const job = await ctx.queues.enqueue('extract-facts', payload);
+      res.status(202);
+      return { jobId: job.jobId, queue: job.queue, accepted: true };
+    }),
+  );
+
+  return router;
+}
+
+/** The assistant text of a buffered JSON reply, or null when it is not JSON. */
+function parsedReplyText(raw: Buffer): string | null {
+  try {
+    return responseText(JSON.parse(raw.toString('utf8')) as unknown) || null;
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,91 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import { request } from 'undici';
+import type { Env } from '../config/env';
+import { AppError } from '../errors';
+
+/** An upstream answer whose body has not been read yet (the caller relays it). */
+export interface UpstreamResponse {
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: AsyncIterable<Buffer> & { destroy(err?: Error): unknown };
+}
+
+type UpstreamEnv = Pick<Env, 'UPSTREAM_BASE_URL' | 'UPSTREAM_API_KEY' | 'UPSTREAM_TIMEOUT_MS'>;
+
+const TIMEOUT_CODES: ReadonlySet<string> = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'ETIMEDOUT']);
+
+/** Response headers of the upstream that reach the client: framing and hop-by-hop headers are ours, these are the provider's word. */
+const PASS_THROUGH = new Set(['content-type', 'content-encoding', 'retry-after', 'retry-after-ms']);
+
+/** The client-facing subset of an upstream's response headers: content-type, rate limits (`x-ratelimit-*`, `retry-after`) and the provider's request id as `x-upstream-request-id`. */
+export function passThroughHeaders(headers: IncomingHttpHeaders): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined) continue;
+    const n = name.toLowerCase();
+    if (PASS_THROUGH.has(n) || n.startsWith('x-ratelimit-')) out[n] = value;
+    // Our own x-request-id names the Engram request; the provider's is still worth keeping for support tickets.
+    else if (n === 'x-request-id') out['x-upstream-request-id'] = value;
+  }
+  return out;
+}
+
+/** Whether an upstream content-type is a server-sent event stream. */
+export function isEventStream(headers: IncomingHttpHeaders): boolean {
+  const ct = headers['content-type'];
+  return typeof ct === 'string' && ct.toLowerCase().startsWith('text/event-stream');
+}
+
+/** Maps a failed upstream call to the one error shape: 504 when it timed out, 502 when it could not be reached or broke. */
+export function upstreamFailure(err: unknown): AppError {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && TIMEOUT_CODES.has(code)) return new AppError(504, 'upstream_timeout', 'The upstream LLM did not answer in time');
+  return new AppError(502, 'upstream_unreachable', 'The upstream LLM could not be reached');
+}
+
+/** The error code of an upstream failure, safe to log (never a URL, header or body). */
+export function upstreamErrorCode(err: unknown): string {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : err instanceof Error ? err.name : 'unknown';
+}
+
+/** The OpenAI-compatible upstream: `POST /chat/completions` and `GET /models` under UPSTREAM_BASE_URL, with the upstream key (never the client's). */
+export class UpstreamClient {
+  private readonly base: string;
+
+  constructor(private readonly env: UpstreamEnv) {
+    this.base = env.UPSTREAM_BASE_URL.replace(/\/+$/, '');
+  }
+
+  /** Sends a chat request; resolves when the upstream's status and headers arrive. */
+  chatCompletions(body: unknown, opts: { signal: AbortSignal; stream: boolean }): Promise<UpstreamResponse> {
+    return this.call('POST', '/chat/completions', opts.signal, JSON.stringify(body), opts.stream ? 'text/event-stream' : 'application/json');
+  }
+
+  /** Lists the upstream's models; resolves when the status and headers arrive. */
+  models(opts: { signal: AbortSignal }): Promise<UpstreamResponse> {
+    return this.call('GET', '/models', opts.signal, undefined, 'application/json');
+  }
+
+  private async call(method: 'GET' | 'POST', path: string, signal: AbortSignal, body: string | undefined, accept: string): Promise<UpstreamResponse> {
+    const headers: Record<string, string> = {
+      accept,
+      // Bodies are relayed byte for byte and parsed for extraction, so they must not arrive compressed.
+      'accept-encoding': 'identity',
+      'user-agent': 'engram-proxy',
+    };
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    // A local upstream (Ollama, vLLM) may need no key; the client's Engram key is never forwarded.
+    if (this.env.UPSTREAM_API_KEY) headers.authorization = `Bearer ${this.env.UPSTREAM_API_KEY}`;
+    const r = await request(`${this.base}${path}`, {
+      method,
+      headers,
+      body,
+      signal,
+      // Time to the status line, and the longest silence between body chunks (a stream may run for minutes).
+      headersTimeout: this.env.UPSTREAM_TIMEOUT_MS,
+      bodyTimeout: this.env.UPSTREAM_TIMEOUT_MS,
+    });
+    return { status: r.statusCode, headers: r.headers, body: r.body };
+  }
+}
