@@ -8,6 +8,7 @@ import { MemoryReadCache } from '../src/memory/read-cache';
 import { MemoryService } from '../src/memory/memory.service';
 import { normalise, SqliteVecStore } from '../src/vector/sqlite-vec.store';
 import type { VecQuantization } from '../src/vector/types';
+import { mulberry32 as rng } from '../test/helpers/prng';
 
 const SMALL = 10_000;
 const LARGE = 100_000;
@@ -25,17 +26,6 @@ interface Owned {
   contentHash: string;
 }
 
-/** Deterministic PRNG so float32 and int8 runs index identical vectors and queries. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function randomUnit(dim: number, r: () => number): Float32Array {
   const v = new Float32Array(dim);

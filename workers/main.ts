@@ -7,7 +7,7 @@ import { Metrics } from '../src/metrics';
 import { JOBS, JOB_NAMES, jobsOfQueue, type JobSpec } from '../src/queue/jobs';
 import type { QueueName } from '../src/queue/queue-names';
 import { QueueLayer } from '../src/queue/queues';
-import { checkEvictionPolicy, createRedis } from '../src/queue/redis';
+import { bullConnectionOptions, checkEvictionPolicy } from '../src/queue/redis';
 import { dropWorkerMetrics, pushWorkerMetrics } from '../src/queue/worker-metrics';
 import { Shutdown } from '../src/shutdown';
 import type { Registry, WorkerContext } from './context';
@@ -51,10 +51,9 @@ export async function startWorker(env: Env, log: Logger, opts: { handlers?: Regi
 
   const stopFlag: StopFlag = { stopping: false };
   const workers = new Map<QueueName, Worker>();
-  const workerConnections: ReturnType<typeof createRedis>[] = [];
   for (const q of served) {
-    const connection = createRedis(redisUrl(env), 'worker', log, { name: `worker-${q}` });
-    workerConnections.push(connection);
+    // BullMQ owns these connections (a handed-in one it would not close, and one closed mid-connect would throw).
+    const connection = bullConnectionOptions(redisUrl(env), `worker-${q}`);
     const w = new Worker(q, createProcessor(q, handlers, ctx, metrics, stopFlag), {
       connection,
       prefix: env.QUEUE_PREFIX,
@@ -115,8 +114,6 @@ export async function startWorker(env: Env, log: Logger, opts: { handlers?: Regi
         log.warn({ graceMs: env.SHUTDOWN_GRACE_MS }, 'active jobs did not finish within the grace period; closing anyway');
         await Promise.all([...workers.values()].map((w) => w.close(true)));
       }
-      // BullMQ does not close connections it was handed.
-      workerConnections.forEach((c) => c.disconnect());
     })
     .add('metrics', async () => {
       await publish().catch(() => undefined);

@@ -1,4 +1,5 @@
 import { buildFactMetadata, extractFactsFromText, factKey, MAX_FACT_CHARS, type ExtractedFact } from './extraction';
+import { mulberry32 as prng } from '../../test/helpers/prng';
 
 const one = (text: string): ExtractedFact => {
   const facts = extractFactsFromText(text);
@@ -6,17 +7,6 @@ const one = (text: string): ExtractedFact => {
   return facts[0];
 };
 
-/** Deterministic PRNG (mulberry32) for the fuzz loop. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe('extractFactsFromText — the 20 patterns', () => {
   // [input, content, key, polarity]; the original stored only the captured tail (e.g. "Python" for "I don't like Python").

@@ -43,8 +43,14 @@ export interface ListResult {
 }
 
 function isUniqueKeyViolation(err: unknown): boolean {
-  // SQLite names either the columns or (for the partial index) the index itself.
-  return err instanceof Error && /UNIQUE constraint failed: (memories\.api_key_id, memories\.key|index 'idx_memories_api_key_key')/.test(err.message);
+  // Duck-typed: SqliteError may come from another realm (the native addon keeps the first one it saw).
+  const e = err as { code?: unknown; message?: unknown } | null;
+  return (
+    !!e &&
+    e.code === 'SQLITE_CONSTRAINT_UNIQUE' &&
+    typeof e.message === 'string' &&
+    /memories\.api_key_id, memories\.key|idx_memories_api_key_key/.test(e.message)
+  );
 }
 
 /** The memory store: upserts, reads through the LRU, history for every change, hooks after commit. */

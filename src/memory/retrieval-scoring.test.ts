@@ -8,18 +8,8 @@ import {
   truncateToTokens,
   TRUNCATION_MARKER,
 } from './retrieval-scoring';
+import { mulberry32 as prng } from '../../test/helpers/prng';
 
-/** Deterministic PRNG (mulberry32) so property-style loops are reproducible. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe('getRelevanceScore (digest §2.3)', () => {
   const mem = (content: string, key = '', metadata: unknown = {}) => ({ content, key, metadata });

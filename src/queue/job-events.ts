@@ -3,7 +3,7 @@ import type { Env } from '../config/env';
 import { redisUrl } from '../config/env';
 import type { Logger } from '../logger';
 import type { QueueName } from './queue-names';
-import { createRedis, type Redis } from './redis';
+import { bullConnectionOptions } from './redis';
 
 export type JobEvent =
   | { type: 'progress'; data: unknown }
@@ -14,7 +14,7 @@ type Listener = (e: JobEvent) => void;
 
 /** Fans BullMQ QueueEvents out to per-job listeners (the SSE endpoint); one stream reader per queue. */
 export class JobEventsHub {
-  private readonly events = new Map<QueueName, { qe: QueueEvents; conn: Redis }>();
+  private readonly events = new Map<QueueName, QueueEvents>();
   private readonly listeners = new Map<string, Set<Listener>>();
 
   constructor(
@@ -24,16 +24,15 @@ export class JobEventsHub {
 
   private ensure(queue: QueueName): QueueEvents {
     const have = this.events.get(queue);
-    if (have) return have.qe;
-    // A waiting connection of its own: XREAD BLOCK must not share the api's fail-fast one.
-    const conn = createRedis(redisUrl(this.env), 'worker', this.log, { name: `events-${queue}` });
-    const qe = new QueueEvents(queue, { connection: conn, prefix: this.env.QUEUE_PREFIX, autorun: true });
+    if (have) return have;
+    // A waiting connection of its own (XREAD BLOCK must not share the api's fail-fast one), owned by BullMQ.
+    const qe = new QueueEvents(queue, { connection: bullConnectionOptions(redisUrl(this.env), `events-${queue}`), prefix: this.env.QUEUE_PREFIX, autorun: true });
     qe.on('error', () => undefined);
     const emit = (jobId: string, e: JobEvent) => this.listeners.get(`${queue}/${jobId}`)?.forEach((l) => l(e));
     qe.on('progress', ({ jobId, data }) => emit(jobId, { type: 'progress', data }));
     qe.on('completed', ({ jobId, returnvalue }) => emit(jobId, { type: 'completed', returnvalue }));
     qe.on('failed', ({ jobId, failedReason }) => emit(jobId, { type: 'failed', failedReason }));
-    this.events.set(queue, { qe, conn });
+    this.events.set(queue, qe);
     return qe;
   }
 
@@ -52,12 +51,7 @@ export class JobEventsHub {
   }
 
   async close(): Promise<void> {
-    await Promise.allSettled(
-      [...this.events.values()].map(async ({ qe, conn }) => {
-        await qe.close();
-        conn.disconnect();
-      }),
-    );
+    await Promise.allSettled([...this.events.values()].map((qe) => qe.close()));
     this.events.clear();
   }
 }

@@ -165,7 +165,9 @@ export class QueueLayer {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await Promise.allSettled([...this.queues.values()].map((q) => q.close()));
+    // Disconnect first: a queue still connecting then fails while its error listener is attached
+    // (closing it first would detach the listener and turn that failure into an unhandled error).
     this.connection.disconnect();
+    await Promise.allSettled([...this.queues.values()].map((q) => q.close()));
   }
 }

@@ -39,6 +39,11 @@ export function watchOutages(client: IORedis, log: Logger): void {
   });
 }
 
+/** Connection options for BullMQ-owned connections (Workers, QueueEvents): BullMQ closes what it creates, even mid-connect. */
+export function bullConnectionOptions(url: string, name: string): RedisOptions & { url: string } {
+  return { url, connectionName: `engram-${name}`, maxRetriesPerRequest: null, retryStrategy: (times) => Math.min(100 * 2 ** Math.min(times, 5), 2000) };
+}
+
 /** Warns when Redis may evict BullMQ keys (maxmemory-policy other than noeviction). */
 export async function checkEvictionPolicy(client: IORedis, log: Logger): Promise<string | null> {
   try {

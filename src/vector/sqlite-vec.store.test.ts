@@ -4,20 +4,10 @@ import { tempStorage } from '../../test/helpers/storage';
 import type { CreateMemoryInput, MemoryRecord } from '../memory/types';
 import { hookIntoMemoryService, normalise, parseSignature, SqliteVecStore, VEC0_MAX_K } from './sqlite-vec.store';
 import { VectorInputError, VectorUnavailableError } from './types';
+import { mulberry32 as rng } from '../../test/helpers/prng';
 
 const ctx = { source: 'api' as const };
 
-/** Deterministic PRNG so fixtures (and any failure) reproduce exactly. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function gaussian(r: () => number): number {
   return Math.sqrt(-2 * Math.log(1 - r())) * Math.cos(2 * Math.PI * r());

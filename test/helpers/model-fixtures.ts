@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import vm from 'node:vm';
 import protobuf from 'protobufjs';
+import { mulberry32 } from './prng';
 
 const TYPED_ARRAYS = [
   'Float32Array',
@@ -42,17 +43,6 @@ export interface FixtureModelSpec {
   vectors?: Record<string, number[]>;
 }
 
-/** A deterministic PRNG so fixture rows never change between runs. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function seedOf(s: string): number {
   let h = 2166136261;

@@ -1,5 +1,5 @@
-import type Database from 'better-sqlite3';
 import type { Db } from '../connection';
+import { StatementCache } from '../statement-cache';
 import type { EventOp, EventSource, ListFilter, Memory, MemoryEvent, MemoryRecord, MemoryType } from '../../memory/types';
 
 interface Row {
@@ -120,18 +120,14 @@ function where(f: ListFilter): { sql: string; params: unknown[] } {
 
 /** The only SQL over `memories` and `memory_events`. */
 export class MemoryRepository {
-  private readonly stmts = new Map<string, Database.Statement>();
+  private readonly stmts: StatementCache;
 
-  constructor(private readonly db: Db) {}
+  constructor(private readonly db: Db) {
+    this.stmts = new StatementCache(db);
+  }
 
-  /** Prepared once per SQL text: preparing costs more than most of these queries. */
-  private stmt(sql: string): Database.Statement {
-    let s = this.stmts.get(sql);
-    if (!s) {
-      s = this.db.prepare(sql);
-      this.stmts.set(sql, s);
-    }
-    return s;
+  private stmt(sql: string) {
+    return this.stmts.get(sql);
   }
 
   insert(r: NewRow): number {

@@ -1,5 +1,5 @@
-import type Database from 'better-sqlite3';
 import type { Db } from '../connection';
+import { StatementCache } from '../statement-cache';
 import type { MemoryRecord } from '../../memory/types';
 import { rowToRecord } from './memory.repository';
 
@@ -38,17 +38,14 @@ function filterSql(f: CandidateFilter, alias: string, params: Record<string, unk
 
 /** Candidate queries of the keyword and recency tiers: all filters in SQL, never only the newest N rows. */
 export class RetrievalRepository {
-  private readonly stmts = new Map<string, Database.Statement>();
+  private readonly stmts: StatementCache;
 
-  constructor(private readonly db: Db) {}
+  constructor(private readonly db: Db) {
+    this.stmts = new StatementCache(db);
+  }
 
-  private stmt(sql: string): Database.Statement {
-    let s = this.stmts.get(sql);
-    if (!s) {
-      s = this.db.prepare(sql);
-      this.stmts.set(sql, s);
-    }
-    return s;
+  private stmt(sql: string) {
+    return this.stmts.get(sql);
   }
 
   /** FTS5 matches ranked by bm25; `match` must come from buildFtsQuery (quoted tokens only). */

@@ -1,5 +1,5 @@
-import type { Statement } from 'better-sqlite3';
 import type { Db } from '../connection';
+import { StatementCache } from '../statement-cache';
 import type { PendingReindexRow, VecMeta, VecQuantization } from '../../vector/types';
 
 /** Filter values as bound into SQL: absent filters are null. */
@@ -36,18 +36,14 @@ function queryExpr(param: string, q: VecQuantization): string {
 
 /** The only SQL over `vec_memories`, `memory_vec_meta` and the `needs_reindex` flags. */
 export class VectorRepository {
-  private readonly stmts = new Map<string, Statement>();
+  private readonly stmts: StatementCache;
 
-  constructor(private readonly db: Db) {}
+  constructor(private readonly db: Db) {
+    this.stmts = new StatementCache(db);
+  }
 
-  // Statements are prepared lazily: anything touching vec_memories fails to prepare while the table is missing.
-  private stmt(sql: string): Statement {
-    let s = this.stmts.get(sql);
-    if (!s) {
-      s = this.db.prepare(sql);
-      this.stmts.set(sql, s);
-    }
-    return s;
+  private stmt(sql: string) {
+    return this.stmts.get(sql);
   }
 
   readMeta(): VecMeta {
