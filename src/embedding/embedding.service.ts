@@ -24,7 +24,7 @@ export type EmbeddingEnv = ResolveEnv &
 
 export interface EmbeddingServiceOptions {
   log?: Logger;
-  /** DNS resolver for every outbound policy (tests stub it). */
+  /** DNS resolver for every outbound policy (tests inject a fixed one). */
   resolver?: Resolver;
 }
 

@@ -4,9 +4,9 @@ import type { MemoryChange, MemoryService } from './memory.service';
 
 /** Enqueues `embed-memory` for every change that altered content; returns how many. */
 export async function enqueueEmbeds(queues: QueueLayer, changes: MemoryChange[]): Promise<number> {
-  const todo = changes.filter((c) => c.contentChanged && c.op !== 'delete' && c.op !== 'expire' && c.op !== 'summarize');
-  await Promise.all(todo.map((c) => queues.enqueue('embed-memory', { memoryId: c.memory.id, contentHash: c.memory.contentHash })));
-  return todo.length;
+  const contentChanges = changes.filter((c) => c.contentChanged && c.op !== 'delete' && c.op !== 'expire' && c.op !== 'summarize');
+  await Promise.all(contentChanges.map((c) => queues.enqueue('embed-memory', { memoryId: c.memory.id, contentHash: c.memory.contentHash })));
+  return contentChanges.length;
 }
 
 /**

@@ -177,7 +177,7 @@ describe('guardedFetch (connect-time and redirect checks)', () => {
     await expect(asyncCodeOf(guardedFetch('http://mixed.example/', {}, p))).resolves.toBe('private_blocked');
   });
 
-  it('connects through the stub resolver when the address is allowed', async () => {
+  it('connects through the fixed-answer resolver when the address is allowed', async () => {
     const port = await serve((_req, res) => res.end('hello'));
     const p = policy(true, async () => [{ address: '127.0.0.1', family: 4 }]);
     const res = await guardedFetch(`http://service.example:${port}/`, {}, p);
