@@ -205,8 +205,10 @@ export class RetrievalService implements Retriever {
     const out: { c: Candidate; score: number; tier: RetrievedItem['tier'] }[] = hits
       .filter((h) => records.has(h.id))
       .map((h) => ({ c: { record: records.get(h.id)!, vecScore: h.score, ftsScore: null, relevance: 0 }, score: h.score, tier: 'vector' as const }));
-    const seen = new Set(out.map((o) => o.c.record.id));
-    for (const c of this.keyword(filter, query, true)) if (!seen.has(c.record.id)) out.push({ c, score: 0, tier: 'fts5' as const });
+    if (this.repo.hasUnembedded(filter)) {
+      const seen = new Set(out.map((o) => o.c.record.id));
+      for (const c of this.keyword(filter, query, true)) if (!seen.has(c.record.id)) out.push({ c, score: 0, tier: 'fts5' as const });
+    }
     return out;
   }
 

@@ -59,6 +59,13 @@ export class RetrievalRepository {
     return rows.map((r) => ({ record: rowToRecord(r), bm25: r.bm25 }));
   }
 
+  /** Whether any row that passes the filters still waits for its vector (the partial index keeps this cheap). */
+  hasUnembedded(f: CandidateFilter): boolean {
+    const params: Record<string, unknown> = {};
+    const where = filterSql(f, 'm', params);
+    return this.stmt(`SELECT 1 FROM memories m WHERE m.needs_reindex = 1 AND ${where} LIMIT 1`).get(params) !== undefined;
+  }
+
   /** Newest rows first (the `exact` strategy without a query). */
   recent(f: CandidateFilter, limit: number): MemoryRecord[] {
     const params: Record<string, unknown> = { limit };

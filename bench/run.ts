@@ -1,0 +1,62 @@
+import { runWinkModelCheck } from './build-wink-model';
+import { runEmbeddingBench } from './embedding.bench';
+import { runJobsBench } from './jobs.bench';
+import { runProxyBench } from './proxy.bench';
+import { runRetrievalBench } from './retrieval.bench';
+import { runRrfWeightBench } from './rrf-weights.bench';
+import { runVectorBench } from './vector.bench';
+
+interface Bench {
+  name: string;
+  title: string;
+  run: () => Promise<unknown>;
+}
+
+/** Every bench, in the order `npm run bench` runs them. */
+export const BENCHES: Bench[] = [
+  { name: 'embedding', title: 'Embedding throughput per source', run: runEmbeddingBench },
+  { name: 'vector', title: 'sqlite-vec KNN latency', run: runVectorBench },
+  { name: 'wink-model', title: 'Static model of the retrieval benches (wink word vectors → model2vec)', run: runWinkModelCheck },
+  { name: 'retrieval', title: 'Retrieval latency per strategy (1k / 10k / 100k memories per key)', run: runRetrievalBench },
+  { name: 'rrf-weights', title: 'RRF weights on a labelled set (MRR, recall@3)', run: runRrfWeightBench },
+  { name: 'jobs', title: 'Worker throughput and repair-sweep', run: runJobsBench },
+  { name: 'proxy', title: 'Chat proxy added latency', run: runProxyBench },
+];
+
+/** Runs the named benches (all when none are named) in sequence, each under a heading; figures are printed, never asserted. */
+export async function runBenches(names: string[]): Promise<number> {
+  const unknown = names.filter((n) => !BENCHES.some((b) => b.name === n));
+  if (unknown.length) {
+    console.error(`unknown bench(es): ${unknown.join(', ')}; choose from ${BENCHES.map((b) => b.name).join(', ')}`);
+    return 2;
+  }
+  const selected = names.length ? BENCHES.filter((b) => names.includes(b.name)) : BENCHES;
+  const summary: { bench: string; seconds: number; outcome: string }[] = [];
+  for (const b of selected) {
+    console.log(`\n=== ${b.name}: ${b.title} ===\n`);
+    const t0 = performance.now();
+    let outcome = 'ok';
+    try {
+      await b.run();
+    } catch (err) {
+      // One broken bench must not hide the others' figures.
+      outcome = `failed: ${(err as Error).message?.split('\n')[0] ?? String(err)}`;
+      console.error(err);
+    }
+    summary.push({ bench: b.name, seconds: Number(((performance.now() - t0) / 1000).toFixed(1)), outcome });
+  }
+  console.log('\n=== summary ===\n');
+  console.table(summary);
+  return summary.every((s) => s.outcome === 'ok') ? 0 : 1;
+}
+
+if (require.main === module) {
+  runBenches(process.argv.slice(2)).then(
+    // Exit explicitly: the run is over, and a handle some bench left open must not keep it alive.
+    (code) => process.exit(code),
+    (err: unknown) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
+}
