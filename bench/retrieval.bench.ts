@@ -15,6 +15,7 @@ import { SqliteVecStore } from '../src/vector/sqlite-vec.store';
 import { silentLog, testEnv, testPrefix } from '../test/helpers/env';
 import { FIXTURE_TOPICS } from '../test/helpers/model-fixtures';
 import { benchStaticModel, type BenchModel } from './build-wink-model';
+import { mulberry32 } from '../test/helpers/prng';
 
 const MAIN_KEY = 'bench-main';
 const SIZES = [1_000, 10_000, 100_000];
@@ -30,16 +31,7 @@ const STRATEGIES: RetrievalStrategy[] = ['exact', 'semantic', 'hybrid'];
 const TARGET = { size: 10_000, p50: 10, p99: 25 };
 
 /** A deterministic PRNG (mulberry32), so every run seeds and queries the same text. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export const rng = mulberry32;
 
 /** Nearest-rank percentile of an ascending array. */
 export function percentile(sorted: number[], p: number): number {
