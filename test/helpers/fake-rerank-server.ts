@@ -1,5 +1,5 @@
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { listenLoopback } from './loopback';
 
 export interface RecordedRerankRequest {
   method: string;
@@ -73,18 +73,13 @@ export async function startFakeRerankServer(): Promise<FakeRerankServer> {
       else send(200, payload);
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
+  const { port, close } = await listenLoopback(server);
   return {
     baseUrl: `http://127.0.0.1:${port}/v1`,
     requests,
     behave: (b) => {
       behaviour = b;
     },
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
+    close,
   };
 }
