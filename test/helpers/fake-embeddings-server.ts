@@ -1,5 +1,5 @@
 import http from 'node:http';
-import { listenLoopback } from './loopback';
+import { listenLoopback, onJsonBody } from './loopback';
 
 export interface RecordedEmbeddingsRequest {
   method: string;
@@ -43,15 +43,7 @@ export async function startFakeEmbeddingsServer(opts: { dim?: number } = {}): Pr
   const requests: RecordedEmbeddingsRequest[] = [];
   let behaviour: FakeEmbeddingsBehaviour = { kind: 'ok' };
   const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      let body: RecordedEmbeddingsRequest['body'] = {};
-      try {
-        body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-      } catch {
-        body = {};
-      }
+    onJsonBody<RecordedEmbeddingsRequest['body']>(req, (body) => {
       requests.push({ method: req.method ?? '', path: req.url ?? '', authorization: req.headers.authorization, body });
       const send = (status: number, payload: string) => {
         res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) });

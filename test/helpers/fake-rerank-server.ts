@@ -1,5 +1,5 @@
 import http from 'node:http';
-import { listenLoopback } from './loopback';
+import { listenLoopback, onJsonBody } from './loopback';
 
 export interface RecordedRerankRequest {
   method: string;
@@ -42,15 +42,7 @@ export async function startFakeRerankServer(): Promise<FakeRerankServer> {
   const requests: RecordedRerankRequest[] = [];
   let behaviour: FakeRerankBehaviour = { kind: 'ok' };
   const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      let body: RecordedRerankRequest['body'] = {};
-      try {
-        body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-      } catch {
-        body = {};
-      }
+    onJsonBody<RecordedRerankRequest['body']>(req, (body) => {
       requests.push({ method: req.method ?? '', path: req.url ?? '', authorization: req.headers.authorization, body });
       const send = (status: number, payload: string, headers: Record<string, string> = {}) => {
         res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), ...headers });

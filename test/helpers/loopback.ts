@@ -14,3 +14,18 @@ export async function listenLoopback(server: http.Server): Promise<{ port: numbe
       }),
   };
 }
+
+/** Reads a request's JSON body; malformed or empty bodies read as {} (fakes record what they got). */
+export function onJsonBody<T>(req: http.IncomingMessage, then: (body: T) => void): void {
+  const chunks: Buffer[] = [];
+  req.on('data', (c: Buffer) => chunks.push(c));
+  req.on('end', () => {
+    let body = {} as T;
+    try {
+      body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as T;
+    } catch {
+      // recorded as {}
+    }
+    then(body);
+  });
+}

@@ -26,12 +26,8 @@ export const extractFacts: Handler<'extract-facts'> = async (data, { job, ctx })
     content: f.content,
     metadata: { ...buildFactMetadata(f, { source: f.source === 'user' ? 'user_message' : 'assistant_message', requestId: data.requestId }) },
   }));
-  // Unchanged facts (same content under the same key) are not rewritten: no churn, no new history row.
-  const existing = inputs.filter((i) => {
-    const cur = ctx.memory.repo.findByKey(i.apiKeyId, i.key!);
-    return !cur || cur.content !== i.content || cur.type !== i.type;
-  });
-  const changes = ctx.memory.upsertMany(existing, { source: 'extraction', jobId: job.id ?? null, requestId: data.requestId });
+  // Re-asserted facts are upserted too: that refreshes updated_at (the retention window) without re-embedding.
+  const changes = ctx.memory.upsertMany(inputs, { source: 'extraction', jobId: job.id ?? null, requestId: data.requestId });
   const embeds = await enqueueEmbeds(ctx.queues, changes);
   return { facts: facts.length, changed: changes.length, embedsQueued: embeds };
 };
