@@ -7,10 +7,10 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Agent, request } from 'undici';
 import { loadEnv } from '../src/config/env';
-import type { ApiContext } from '../src/context';
+import type { ApiContext } from '../src/http/api-context';
 import { createApp } from '../src/http/app';
 import { createLogger } from '../src/logger';
-import { buildApiContext } from '../src/main';
+import { buildApiContext } from '../src/api';
 import { Metrics } from '../src/metrics';
 import { startFakeUpstream } from '../test/helpers/fake-upstream';
 

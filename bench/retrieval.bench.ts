@@ -1,10 +1,10 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import type { Env } from '../src/config/env';
-import type { ApiContext } from '../src/context';
-import { RetrievalRepository } from '../src/db/repositories/retrieval.repository';
+import type { ApiContext } from '../src/http/api-context';
+import { RetrievalRepository } from '../src/memory/retrieval.repository';
 import type { EmbeddingService, EmbeddingSettings } from '../src/embedding/embedding.service';
-import { buildApiContext } from '../src/main';
+import { buildApiContext } from '../src/api';
 import { MemoryReadCache } from '../src/memory/read-cache';
 import { MemoryService } from '../src/memory/memory.service';
 import { buildFtsQuery } from '../src/memory/retrieval-scoring';
@@ -164,13 +164,13 @@ export async function embedPending(embedding: EmbeddingService, store: SqliteVec
   for (;;) {
     const rows = store.pendingReindex(EMBED_BATCH, cursor);
     if (rows.length === 0) return done;
-    cursor = rows[rows.length - 1].memoryId;
+    cursor = rows[rows.length - 1].rowId;
     const { vectors } = await embedding.embedMany(
       rows.map((r) => r.content),
       settings,
     );
     store.upsertMany(
-      rows.map((r, i) => ({ memoryId: r.memoryId, apiKeyId: r.apiKeyId, vector: vectors[i] ?? new Float32Array(dim), contentHash: r.contentHash })),
+      rows.map((r, i) => ({ rowId: r.rowId, apiKeyId: r.apiKeyId, vector: vectors[i] ?? new Float32Array(dim), contentHash: r.contentHash })),
       signature,
     );
     done += rows.length;

@@ -1,5 +1,5 @@
 import type { EmbeddingSettings } from '../src/embedding/embedding.service';
-import { buildApiContext } from '../src/main';
+import { buildApiContext } from '../src/api';
 import { MemoryReadCache } from '../src/memory/read-cache';
 import { MemoryService } from '../src/memory/memory.service';
 import { RetrievalService, type RetrievalDeps } from '../src/memory/retrieval.service';

@@ -21,7 +21,7 @@ const DIMS = [256, 384];
 const QUANTS: VecQuantization[] = ['none', 'int8'];
 
 interface Owned {
-  memoryId: number;
+  rowId: number;
   apiKeyId: string;
   contentHash: string;
 }
@@ -61,7 +61,7 @@ function seedMemories(memory: MemoryService): Owned[] {
         content: `benchmark memory ${start + i} of ${apiKeyId}`,
       }));
       for (const c of memory.upsertMany(inputs, { source: 'import' }, 'import')) {
-        out.push({ memoryId: c.memory.memoryId, apiKeyId, contentHash: c.memory.contentHash });
+        out.push({ rowId: c.memory.rowId, apiKeyId, contentHash: c.memory.contentHash });
       }
     }
   }
@@ -111,7 +111,7 @@ export async function runVectorBench(): Promise<void> {
             const start = performance.now();
             const hits = store.knn(apiKeyId, q, K, { nowIso });
             times.push(performance.now() - start);
-            results.push(hits.map((h) => h.memoryId));
+            results.push(hits.map((h) => h.rowId));
           }
           let recall: number | string = '(baseline)';
           if (quantization === 'none') floatTopK.set(apiKeyId, results);

@@ -8,12 +8,12 @@ import { SingleBar, Presets } from 'cli-progress';
 import { ApiKeyService } from './auth/api-keys.service';
 import { resolveManagementToken } from './auth/management-token';
 import { EnvError, loadEnv, redisUrl, type Env } from './config/env';
-import { openStorage } from './core';
+import { openStorage } from './services';
 import { openDatabase } from './db/connection';
 import { migrate } from './db/migrate';
 import { createLogger } from './logger';
 import { JobEventsHub } from './queue/job-events';
-import { QUEUE_NAMES, type QueueName } from './queue/queue-names';
+import { QUEUE_NAMES, type QueueName } from './config/queue-names';
 import { QueueLayer } from './queue/queues';
 
 function env(): Env {
@@ -126,7 +126,7 @@ program.command('up').description('run api + one worker (and Redis if none answe
 program
   .command('api')
   .description('run the api process')
-  .action(async () => (await import('./main')).runApiProcess());
+  .action(async () => (await import('./api')).runApiProcess());
 program
   .command('worker')
   .description('run a worker process (WORKER_QUEUES selects queues)')

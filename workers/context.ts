@@ -1,10 +1,10 @@
 import type { Job } from 'bullmq';
-import type { CoreContext } from '../src/context';
 import type { JobData, JobName } from '../src/queue/jobs';
 import type { Logger } from '../src/logger';
+import type { Services } from '../src/services';
 
 /** The worker process' context (no HTTP, no api keys). */
-export type WorkerContext = CoreContext;
+export type WorkerContext = Services;
 
 /** What a handler gets besides its payload. */
 export interface JobContext {

@@ -1,6 +1,6 @@
 import { DelayedError, UnrecoverableError, WaitingError, type Job } from 'bullmq';
 import { JOBS, type JobName } from '../src/queue/jobs';
-import type { QueueName } from '../src/queue/queue-names';
+import type { QueueName } from '../src/config/queue-names';
 import type { Metrics } from '../src/metrics';
 import type { JobContext, Registry, WorkerContext } from './context';
 

@@ -1,12 +1,11 @@
 import os from 'node:os';
 import { Worker } from 'bullmq';
 import { loadEnv, redisUrl, type Env } from '../src/config/env';
-import { openStorage, openVectorTier } from '../src/core';
+import { openServices } from '../src/services';
 import { createLogger, type Logger } from '../src/logger';
 import { Metrics } from '../src/metrics';
 import { JOBS, JOB_NAMES, jobsOfQueue, type JobSpec } from '../src/queue/jobs';
-import type { QueueName } from '../src/queue/queue-names';
-import { QueueLayer } from '../src/queue/queues';
+import type { QueueName } from '../src/config/queue-names';
 import { bullConnectionOptions, checkEvictionPolicy } from '../src/queue/redis';
 import { dropWorkerMetrics, pushWorkerMetrics } from '../src/queue/worker-metrics';
 import { Shutdown } from '../src/shutdown';
@@ -40,9 +39,8 @@ export async function startWorker(env: Env, log: Logger, opts: { handlers?: Regi
   const served = env.WORKER_QUEUES;
   assertRegistryComplete(handlers, served);
 
-  const storage = openStorage(env, log, opts.dbFile);
-  const queues = new QueueLayer(env, log, storage.db.db, 'worker');
-  const ctx: WorkerContext = { env, log, ...storage, queues, ...openVectorTier(env, log, storage) };
+  const ctx: WorkerContext = openServices(env, log, 'worker', { dbFile: opts.dbFile });
+  const { queues } = ctx;
   const metrics = new Metrics('worker');
   const shutdown = new Shutdown(log, env.SHUTDOWN_GRACE_MS, opts.exit);
 
@@ -69,15 +67,27 @@ export async function startWorker(env: Env, log: Logger, opts: { handlers?: Regi
   const missingWorkers = served.filter((q) => !workers.has(q));
   if (missingWorkers.length) throw new Error(`queues without a worker: ${missingWorkers.join(', ')}`);
 
-  // Repeatable schedules, created idempotently (same scheduler id every boot).
-  for (const name of JOB_NAMES) {
-    const spec = JOBS[name] as JobSpec;
-    if (!spec.scheduleEveryMs || !served.includes(spec.queue)) continue;
-    const every = spec.scheduleEveryMs(env);
-    // 0 turns a schedule off (and removes one an earlier boot created).
-    if (every === 0) await queues.queue(spec.queue).removeJobScheduler(`schedule-${name}`);
-    else await queues.queue(spec.queue).upsertJobScheduler(`schedule-${name}`, { every }, { name, data: spec.schema.parse({}) as object });
-  }
+  // Repeatable schedules, created idempotently (same scheduler id every time). A Redis that comes
+  // back empty (restart without persistence, failover) has lost them: re-create on every reconnect.
+  const ensureSchedules = async () => {
+    for (const name of JOB_NAMES) {
+      const spec = JOBS[name] as JobSpec;
+      if (!spec.scheduleEveryMs || !served.includes(spec.queue)) continue;
+      const every = spec.scheduleEveryMs(env);
+      // 0 turns a schedule off (and removes one an earlier boot created).
+      if (every === 0) await queues.queue(spec.queue).removeJobScheduler(`schedule-${name}`);
+      else await queues.queue(spec.queue).upsertJobScheduler(`schedule-${name}`, { every }, { name, data: spec.schema.parse({}) as object });
+    }
+  };
+  await ensureSchedules();
+  // A model or quantization changed through env since the index was built: reindex (a singleton).
+  await ctx.reindex.reindexOnDrift().catch((err) => log.warn({ err: { message: (err as Error).message } }, 'drift check failed; repair-sweep will retry'));
+  // The connection is ready by now (pinged above), so every later 'ready' is a reconnect.
+  queues.connection.on('ready', () => {
+    void ensureSchedules()
+      .then(() => log.info('redis reconnected: job schedules ensured'))
+      .catch((err) => log.warn({ err: { message: (err as Error).message } }, 'could not re-create job schedules after reconnect'));
+  });
 
   const workerId = `${os.hostname()}-${process.pid}`;
   const publish = async () => pushWorkerMetrics(queues.connection, env.QUEUE_PREFIX, workerId, await metrics.registry.getMetricsAsJSON());
@@ -121,7 +131,7 @@ export async function startWorker(env: Env, log: Logger, opts: { handlers?: Regi
     })
     .add('embedding', () => ctx.embedding.close())
     .add('queues', () => queues.close())
-    .add('sqlite', () => storage.db.close());
+    .add('sqlite', () => ctx.db.close());
 
   log.info({ queues: served, prefix: env.QUEUE_PREFIX }, 'worker ready; waiting for jobs');
   return { ctx, workers, shutdown, stop: () => shutdown.run('stop'), publishMetrics: publish };

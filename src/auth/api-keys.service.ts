@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import type { Db } from '../db/connection';
 import { nowIso } from '../db/connection';
-import { ApiKeyRepository, type ApiKeyRecord } from '../db/repositories/api-key.repository';
+import { ApiKeyRepository, type ApiKeyRecord } from './api-key.repository';
 
 export const KEY_PREFIX = 'egk_';
 const TOUCH_EVERY_MS = 60_000;

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
-import { QUEUE_NAMES, type QueueName } from '../queue/queue-names';
+import { QUEUE_NAMES, type QueueName } from './queue-names';
 
 export { QUEUE_NAMES, type QueueName };
 

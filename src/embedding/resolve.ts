@@ -1,17 +1,21 @@
 import fs from 'node:fs';
 import type { Env } from '../config/env';
-import type { MemorySettings } from '../memory/settings';
 import { customEmbeddingsUrl, OutboundUrlError } from '../net/url-policy';
+import { vectorSignature } from '../vector/signature';
 import { parseProviderModel, providerKey, type ProviderEnv } from './providers';
 import { staticModelLocation, type StaticEnv } from './static';
 import { transformersModelLocation, type TransformersEnv } from './transformers';
 import type { EmbeddingErrorReason, EmbeddingSource } from './types';
 
-/** The settings fields that choose an embedding source. */
-export type EmbeddingSettings = Pick<
-  MemorySettings,
-  'embeddingSource' | 'embeddingProviderModel' | 'staticEnabled' | 'transformersEnabled' | 'customBaseUrl' | 'customModelId'
->;
+/** The settings fields that choose an embedding source (a subset of the memory settings, declared here so embedding depends on nothing above it). */
+export interface EmbeddingSettings {
+  embeddingSource: 'remote' | 'static' | 'transformers' | 'auto';
+  embeddingProviderModel: string | null;
+  staticEnabled: boolean;
+  transformersEnabled: boolean;
+  customBaseUrl: string | null;
+  customModelId: string | null;
+}
 
 export type ResolveEnv = ProviderEnv &
   StaticEnv &
@@ -55,9 +59,9 @@ export interface ResolutionDetail {
   remote: RemoteTarget | null;
 }
 
-/** The signature string: literal `null` for unknown parts. */
+/** The signature string (the vector tier's one builder, without a storage suffix): literal `null` for unknown parts. */
 export function embeddingSignature(source: EmbeddingSource | null, identity: string | null, dimensions: number | null): string {
-  return `${source ?? 'null'}:${identity ?? 'null'}:${dimensions ?? 'null'}`;
+  return vectorSignature({ source, model: null, identity, dimensions });
 }
 
 type Candidate<T> = { ok: true; value: T; note: string } | { ok: false; why: string; failure: EmbeddingErrorReason };

@@ -1,9 +1,9 @@
 import crypto from 'node:crypto';
 import express, { type Express, type Router } from 'express';
 import { pinoHttp } from 'pino-http';
-import type { ApiContext } from '../context';
+import type { ApiContext } from './api-context';
 import type { Metrics } from '../metrics';
-import { proxyRoutes } from '../proxy/proxy.routes';
+import { proxyRoutes } from './routes/proxy.routes';
 import { requireApiKey, requireManagement } from './auth';
 import { errorHandler, notFoundHandler, sendError } from './error-handler';
 import { adminRoutes } from './routes/admin.routes';

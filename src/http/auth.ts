@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import type { Request, RequestHandler } from 'express';
 import type { ApiKeyService } from '../auth/api-keys.service';
 import { safeEqual } from '../auth/management-token';
-import type { ApiKeyRecord } from '../db/repositories/api-key.repository';
+import type { ApiKeyRecord } from '../auth/api-key.repository';
 import { sendError } from './error-handler';
 
 export const MGMT_COOKIE = 'engram_mgmt';

@@ -1,12 +1,27 @@
-import type { ApiContext } from '../context';
+import type { Env } from '../config/env';
+import type { Db } from '../db/connection';
+import type { EmbeddingService } from '../embedding/embedding.service';
+import type { SqliteVecStore } from '../vector/sqlite-vec.store';
+import type { SettingsService } from './settings';
+
+/** What engine status reads. */
+export interface EngineStatusDeps {
+  env: Pick<Env, 'MEMORY_VEC_QUANTIZATION'>;
+  /** The connection the FTS5 probe runs on. */
+  fts: Db;
+  vecError: string | null;
+  settings: SettingsService;
+  embedding: EmbeddingService;
+  vectors: SqliteVecStore;
+}
 
 /** The original's engine-status shape: keyword, embedding (with cache stats), vector store, qdrant, rerank. */
-export function engineStatus(ctx: ApiContext) {
+export function engineStatus(ctx: EngineStatusDeps) {
   const settings = ctx.settings.memory();
   let ftsOk = true;
   let ftsReason = 'FTS5 index over content and key';
   try {
-    ctx.db.db.prepare("SELECT rowid FROM memory_fts WHERE memory_fts MATCH '\"engram\"' LIMIT 1").all();
+    ctx.fts.prepare("SELECT rowid FROM memory_fts WHERE memory_fts MATCH '\"engram\"' LIMIT 1").all();
   } catch (err) {
     ftsOk = false;
     ftsReason = `FTS5 unavailable: ${(err as Error).message}`;
@@ -37,7 +52,7 @@ export function engineStatus(ctx: ApiContext) {
       signature: vec.signature,
       quantization: ctx.env.MEMORY_VEC_QUANTIZATION,
       reason: !vec.available
-        ? `sqlite-vec not loaded: ${ctx.db.vecError ?? 'unknown'}`
+        ? `sqlite-vec not loaded: ${ctx.vecError ?? 'unknown'}`
         : vec.signature === null
           ? 'no vector index yet (built by the reindex job once an embedding source is configured)'
           : indexMatches

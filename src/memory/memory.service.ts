@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import type { Db } from '../db/connection';
 import { nowIso } from '../db/connection';
-import { MemoryRepository } from '../db/repositories/memory.repository';
+import { MemoryRepository } from './memory.repository';
 import { conflict } from '../errors';
 import { MemoryReadCache } from './read-cache';
 import {
@@ -30,7 +30,7 @@ export interface MemoryChange {
 
 export interface MemoryHooks {
   /** Runs inside the delete transaction (the vector row goes with the memory row). */
-  onDeleteInTx?: (memoryId: number) => void;
+  onDeleteInTx?: (rowId: number) => void;
   /** Runs after commit, once per changed row. */
   afterCommit?: (changes: MemoryChange[]) => void;
 }
@@ -55,7 +55,7 @@ function isUniqueKeyViolation(err: unknown): boolean {
 
 /** The memory store: upserts, reads through the LRU, history for every change, hooks after commit. */
 export class MemoryService {
-  readonly repo: MemoryRepository;
+  private readonly repo: MemoryRepository;
   private seenDataVersion: number;
   private hooks: MemoryHooks[] = [];
 
@@ -74,7 +74,7 @@ export class MemoryService {
   private event(op: EventOp, before: MemoryRecord | null, after: MemoryRecord | null, ctx: ChangeContext): void {
     const ref = (after ?? before)!;
     this.repo.insertEvent({
-      memoryId: ref.memoryId,
+      rowId: ref.rowId,
       memoryUuid: ref.id,
       apiKeyId: ref.apiKeyId,
       op,
@@ -101,7 +101,7 @@ export class MemoryService {
     if (existing) {
       const hash = contentHash(input.content);
       const contentChanged = hash !== existing.contentHash;
-      this.repo.update(existing.memoryId, {
+      this.repo.update(existing.rowId, {
         content: input.content,
         metadata: { ...existing.metadata, ...(input.metadata ?? {}) },
         sessionId: input.sessionId === undefined ? undefined : input.sessionId || null,
@@ -111,12 +111,12 @@ export class MemoryService {
         needsReindex: contentChanged ? true : undefined,
         updatedAt: now,
       });
-      const after = this.repo.findByMemoryId(existing.memoryId)!;
+      const after = this.repo.findByRowId(existing.rowId)!;
       this.event(op === 'create' ? 'update' : op, existing, after, ctx);
       return { op: 'update', memory: after, contentChanged };
     }
     const id = crypto.randomUUID();
-    const memoryId = this.repo.insert({
+    const rowId = this.repo.insert({
       id,
       apiKeyId: input.apiKeyId,
       sessionId: input.sessionId || null,
@@ -128,7 +128,7 @@ export class MemoryService {
       expiresAt: input.expiresAt ?? null,
       contentHash: contentHash(input.content),
     });
-    const after = this.repo.findByMemoryId(memoryId)!;
+    const after = this.repo.findByRowId(rowId)!;
     this.event(op, null, after, ctx);
     return { op: 'create', memory: after, contentChanged: true };
   }
@@ -166,6 +166,21 @@ export class MemoryService {
     return r;
   }
 
+  /** Reads one row straight from SQLite (job handlers: the current state, never a cached one). */
+  findFresh(id: string): MemoryRecord | null {
+    return this.repo.findById(id);
+  }
+
+  /** The row of a key's memory with this upsert key, if any. */
+  findByKey(apiKeyId: string, key: string): MemoryRecord | null {
+    return this.repo.findByKey(apiKeyId, key);
+  }
+
+  /** How many memories exist (all tenants). */
+  count(): number {
+    return this.repo.count();
+  }
+
   get(id: string): Memory | null {
     const r = this.getRecord(id);
     return r ? toPublic(r) : null;
@@ -181,7 +196,7 @@ export class MemoryService {
           if (!before) return null;
           const hash = patch.content !== undefined ? contentHash(patch.content) : before.contentHash;
           const contentChanged = hash !== before.contentHash;
-          this.repo.update(before.memoryId, {
+          this.repo.update(before.rowId, {
             type: patch.type,
             key: patch.key,
             content: patch.content,
@@ -192,7 +207,7 @@ export class MemoryService {
             needsReindex: contentChanged ? true : undefined,
             updatedAt: nowIso(),
           });
-          const after = this.repo.findByMemoryId(before.memoryId)!;
+          const after = this.repo.findByRowId(before.rowId)!;
           this.event('update', before, after, ctx);
           return { op: 'update', memory: after, contentChanged };
         })
@@ -211,8 +226,8 @@ export class MemoryService {
     const before = this.repo.findById(id);
     if (!before) return null;
     this.event(op, before, null, ctx);
-    for (const h of this.hooks) h.onDeleteInTx?.(before.memoryId);
-    this.repo.delete(before.memoryId);
+    for (const h of this.hooks) h.onDeleteInTx?.(before.rowId);
+    this.repo.delete(before.rowId);
     return { op, memory: before, contentChanged: false };
   }
 
@@ -241,6 +256,35 @@ export class MemoryService {
     return { data, total, byType, tokensUsed: this.repo.tokensUsed(filter.apiKeyId) };
   }
 
+  /**
+   * Deletes up to `batchSize` memories past their expiry through the normal delete path (history,
+   * vectors, cache); each row's expiry is re-checked inside the transaction, so a fact re-asserted
+   * since it was found (new expiry or none) is kept. Returns how many were deleted.
+   */
+  expireBatch(nowIso: string, batchSize: number, ctx: ChangeContext): number {
+    const changes = this.db
+      .transaction(() =>
+        this.repo
+          .expiredIds(nowIso, batchSize)
+          .map((id) => {
+            const row = this.repo.findById(id);
+            if (!row || row.expiresAt === null || row.expiresAt > nowIso) return null;
+            return this.deleteInTx(id, ctx, 'expire');
+          })
+          .filter((c): c is MemoryChange => c !== null),
+      )
+      .immediate();
+    this.commit(changes);
+    return changes.length;
+  }
+
+  /** Bumps access counters of injected memories (the record-access job; bookkeeping, no history row). */
+  recordAccess(ids: string[], nowIso: string): number {
+    const n = this.repo.recordAccess([...new Set(ids)], nowIso);
+    for (const id of ids) this.cache.invalidate(id);
+    return n;
+  }
+
   history(id: string): MemoryEvent[] {
     return this.repo.events(id);
   }
@@ -259,8 +303,8 @@ export class MemoryService {
           const listed = this.repo.list({ apiKeyId: '__engram_health__', q: 'pipeline verification' }, 100, 0);
           if (!listed.some((r) => r.id === c.memory.id)) throw new Error('created memory not listed');
           const fts = this.db.prepare('SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?').all('"verification"') as { rowid: number }[];
-          if (!fts.some((r) => r.rowid === c.memory.memoryId)) throw new Error('created memory not in keyword index');
-          if (!this.repo.delete(c.memory.memoryId)) throw new Error('delete failed');
+          if (!fts.some((r) => r.rowid === c.memory.rowId)) throw new Error('created memory not in keyword index');
+          if (!this.repo.delete(c.memory.rowId)) throw new Error('delete failed');
           throw rollback;
         })
         .immediate();

@@ -3,66 +3,13 @@ import type { Response as UndiciResponse } from 'undici';
 import type { Env } from '../config/env';
 import { clipText, MAX_INPUT_CHARS } from '../embedding/types';
 import type { Logger } from '../logger';
-import { guardedFetch, OutboundPolicy, OutboundUrlError, operatorPolicy, type Resolver } from '../net/url-policy';
+import { endpointUrl, guardedFetch, OutboundPolicy, OutboundUrlError, operatorPolicy, type Resolver } from '../net/url-policy';
+import { RERANK_PROVIDERS, type RerankKeyEnv, type RerankProvider, type RerankProviderId, type RerankProviderListing } from './rerank-providers';
+
+export { RERANK_PROVIDERS, type RerankProvider, type RerankProviderId, type RerankProviderListing };
 
 /** The env variables the reranker reads. */
-export type RerankEnv = Pick<Env, 'COHERE_API_KEY' | 'JINA_API_KEY' | 'VOYAGE_API_KEY' | 'MEMORY_RERANK_TIMEOUT_MS'>;
-
-type KeyVar = 'COHERE_API_KEY' | 'JINA_API_KEY' | 'VOYAGE_API_KEY';
-
-export type RerankProviderId = 'cohere' | 'jina' | 'voyage' | 'custom';
-
-export interface RerankProvider {
-  id: RerankProviderId;
-  name: string;
-  /** Hosted endpoint; null for `custom`, whose URL only the operator supplies. */
-  defaultUrl: string | null;
-  /** Env variable holding the key; null for `custom`, whose key is optional (self-hosted servers often need none). */
-  keyVar: KeyVar | null;
-  /** Body field for "how many results": Voyage names it `top_k`, the others `top_n`. */
-  topField: 'top_n' | 'top_k';
-  /** Extra body fields: Jina echoes every document back unless told not to. */
-  extraBody?: Record<string, unknown>;
-  /** Suggestions for pickers; any model id the provider accepts works. */
-  models: string[];
-}
-
-/** Every reranker Engram can call; `custom` is any Cohere/Jina-compatible `/rerank` (Infinity, vLLM, llama.cpp server, LocalAI). */
-export const RERANK_PROVIDERS: readonly RerankProvider[] = [
-  {
-    id: 'cohere',
-    name: 'Cohere',
-    defaultUrl: 'https://api.cohere.com/v2/rerank',
-    keyVar: 'COHERE_API_KEY',
-    topField: 'top_n',
-    models: ['rerank-v3.5', 'rerank-english-v3.0', 'rerank-multilingual-v3.0'],
-  },
-  {
-    id: 'jina',
-    name: 'Jina AI',
-    defaultUrl: 'https://api.jina.ai/v1/rerank',
-    keyVar: 'JINA_API_KEY',
-    topField: 'top_n',
-    extraBody: { return_documents: false },
-    models: ['jina-reranker-v2-base-multilingual', 'jina-reranker-m0', 'jina-reranker-v1-base-en'],
-  },
-  {
-    id: 'voyage',
-    name: 'Voyage AI',
-    defaultUrl: 'https://api.voyageai.com/v1/rerank',
-    keyVar: 'VOYAGE_API_KEY',
-    topField: 'top_k',
-    models: ['rerank-2.5', 'rerank-2.5-lite', 'rerank-2', 'rerank-2-lite'],
-  },
-  {
-    id: 'custom',
-    name: 'Self-hosted (Cohere/Jina-compatible)',
-    defaultUrl: null,
-    keyVar: null,
-    topField: 'top_n',
-    models: [],
-  },
-];
+export type RerankEnv = RerankKeyEnv & Pick<Env, 'MEMORY_RERANK_TIMEOUT_MS'>;
 
 /** Why rerank did not reorder; every value is a fixed code, never provider text, a URL or a key. */
 export type RerankReason =
@@ -89,20 +36,6 @@ export interface RerankResult<T> {
   /** Provider relevance per returned item; null for items the provider did not score. */
   scores: Array<number | null>;
   latencyMs: number;
-}
-
-export interface RerankProviderListing {
-  provider: RerankProviderId;
-  name: string;
-  /** A key is configured (for `custom`: the optional key was given). */
-  hasKey: boolean;
-  keyRequired: boolean;
-  /** An endpoint is known: always for hosted providers, for `custom` only when the operator set one. */
-  configured: boolean;
-  /** A call would be attempted. */
-  available: boolean;
-  /** Suggested `provider/model` values. */
-  models: string[];
 }
 
 export interface RerankerOptions {
@@ -138,21 +71,6 @@ class ResponseTooLarge extends Error {}
 
 function nonEmpty(v: unknown): string | null {
   return typeof v === 'string' && v.trim() !== '' ? v.trim() : null;
-}
-
-/** `…/rerank` for a base or endpoint URL; refuses what the outbound policy would refuse to parse. */
-function rerankEndpoint(raw: string): string {
-  let url: URL;
-  try {
-    url = new URL(raw.trim());
-  } catch {
-    throw new OutboundUrlError('invalid_url');
-  }
-  // `new URL` drops a bare "?" or "#", so look at the raw text too.
-  if (url.search || url.hash || /[?#]/.test(raw)) throw new OutboundUrlError('query_not_allowed');
-  const path = url.pathname.replace(/\/+$/, '');
-  url.pathname = path.endsWith('/rerank') ? path : `${path}/rerank`;
-  return url.toString();
 }
 
 /** The body as text, refusing more than `max` bytes without buffering them. */
@@ -338,7 +256,7 @@ export class Reranker {
     const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
     if (target.key) headers.authorization = `Bearer ${target.key}`;
     try {
-      const url = rerankEndpoint(target.base);
+      const url = endpointUrl(target.base, 'rerank');
       const res = await guardedFetch(url, { method: 'POST', headers, body, signal: combined }, this.policyFor(target.operatorUrl));
       if (!res.ok) {
         await res.body?.cancel().catch(() => undefined);

@@ -1,12 +1,12 @@
 import type { Env } from '../config/env';
 import type { Db } from '../db/connection';
-import { RetrievalRepository, type CandidateFilter } from '../db/repositories/retrieval.repository';
+import { RetrievalRepository, type CandidateFilter } from './retrieval.repository';
 import type { EmbeddingService } from '../embedding/embedding.service';
 import { sanitizeEmbeddingMessage } from '../embedding/embedding.service';
 import type { Logger } from '../logger';
 import type { QueueLayer } from '../queue/queues';
 import { VectorUnavailableError } from '../vector/types';
-import type { SqliteVecStore } from '../vector/sqlite-vec.store';
+import type { VectorStore } from '../vector/types';
 import type { Reranker } from './rerank';
 import type { RetrievalResolution, RetrievalResult, RetrievalStrategy, RetrievedItem, RetrieveOptions, Retriever } from './retrieval.types';
 import { buildFtsQuery, getRelevanceScore, rrfFuse, selectWithinBudget, truncateToTokens } from './retrieval-scoring';
@@ -45,7 +45,7 @@ export interface RetrievalDeps {
   db: Db;
   settings: SettingsService;
   embedding: EmbeddingService;
-  vectors: SqliteVecStore;
+  vectors: VectorStore;
   reranker: Reranker;
   /** For the access-count job; absent in tools that only preview. */
   queues?: QueueLayer;
@@ -80,7 +80,7 @@ export class RetrievalService implements Retriever {
     const resolution: RetrievalResolution = {
       embeddingSource: embedRes.source,
       embeddingModel: embedRes.model,
-      vectorStore: this.d.vectors.available() ? 'sqlite-vec' : 'none',
+      vectorStore: this.d.vectors.available() ? this.d.vectors.kind : 'none',
       strategyUsed: opts.strategy,
       rerankApplied: false,
       rerankReason: null,
@@ -149,7 +149,7 @@ export class RetrievalService implements Retriever {
       return this.repo.recent(filter, RECENT_LIMIT).map((r) => ({ c: { record: r, vecScore: null, ftsScore: null, relevance: 0 }, score: 0, tier: 'recent' as const }));
     }
     return this.keyword(filter, query)
-      .sort((a, b) => (a.record.createdAt < b.record.createdAt ? 1 : a.record.createdAt > b.record.createdAt ? -1 : b.record.memoryId - a.record.memoryId))
+      .sort((a, b) => (a.record.createdAt < b.record.createdAt ? 1 : a.record.createdAt > b.record.createdAt ? -1 : b.record.rowId - a.record.rowId))
       .map((c) => ({ c, score: c.relevance, tier: 'fts5' as const }));
   }
 
@@ -177,15 +177,15 @@ export class RetrievalService implements Retriever {
     if (!embedded.resolution.source) return { hits: null, reason: embedded.resolution.reason || 'no embedding source configured' };
     if (!embedded.vector) return { hits: null, reason: 'the query has no words the embedding model knows' };
     const signature = this.d.vectors.signatureFor(embedded.resolution);
-    if (!signature || !this.d.vectors.isCompatible(signature)) {
+    if (!signature || this.d.vectors.activeSignature() !== signature) {
       return { hits: null, reason: 'vector index not built for the current embedding model yet (reindex pending)' };
     }
     try {
-      const hits = this.d.vectors.knn(apiKeyId, embedded.vector, this.d.env.MEMORY_VEC_TOP_K, {
-        nowIso: filter.nowIso,
-        freshAfterIso: filter.freshAfterIso,
-        sessionId: filter.sessionId,
-        signature,
+      const hits = await this.d.vectors.search({
+        apiKeyId,
+        vector: embedded.vector,
+        k: this.d.env.MEMORY_VEC_TOP_K,
+        filter: { nowIso: filter.nowIso, freshAfterIso: filter.freshAfterIso, sessionId: filter.sessionId, signature },
       });
       if (hits.length === 0) return { hits: null, reason: 'vector index has no rows for this key yet' };
       return { hits: hits.filter((h) => h.score >= MIN_VECTOR_SCORE).map((h) => ({ id: h.id, score: h.score })), reason: null };

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { nowIso } from '../db/connection';
-import { SettingsRepository } from '../db/repositories/settings.repository';
+import { SettingsRepository } from './settings.repository';
 import type { Db } from '../db/connection';
 
 /** Memory settings, API field names as in the original (digest §1.5). */

@@ -22,7 +22,8 @@ export interface Memory {
 
 /** A stored row: the public memory plus the internal integer key and index bookkeeping. */
 export interface MemoryRecord extends Memory {
-  memoryId: number;
+  /** The integer key (`memories.memory_id`): FTS rowid and vec0 key; internal only. The public id is `id`. */
+  rowId: number;
   contentHash: string;
   needsReindex: boolean;
 }

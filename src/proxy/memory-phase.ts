@@ -4,6 +4,7 @@ import { injectMemory, isNoMemoryRequested, sessionIdFromHeaders, shouldInjectMe
 import type { RetrievalStrategy, RetrievedItem, Retriever } from '../memory/retrieval.types';
 import type { MemorySettings } from '../memory/settings';
 import type { QueueLayer } from '../queue/queues';
+import { TimeoutError, withTimeout } from '../timeout';
 
 /** What the memory phase did for a request (the `x-memory-status` header). */
 export type MemoryStatus = 'injected' | 'empty' | 'disabled' | 'opted-out' | 'degraded';
@@ -37,22 +38,6 @@ export function memoryPlan(settings: MemorySettings, headers: HeaderSource): Mem
   return { settings, on: true, offStatus: null, sessionId };
 }
 
-class RetrievalTimeout extends Error {
-  override readonly name = 'RetrievalTimeout';
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  // A retrieval that loses the race may still reject later; that must not become an unhandled rejection.
-  p.catch(() => undefined);
-  return Promise.race([
-    p,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new RetrievalTimeout(`retrieval took longer than ${ms} ms`)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
-
 /** Retrieves the key's memories for the last user message and returns a copy of the body with them injected plus the outcome, failing open (`degraded`, body unmodified) on an error or a retrieval slower than the bound. */
 export async function applyMemory(
   deps: { retrieval: Retriever; log: Logger },
@@ -75,6 +60,7 @@ export async function applyMemory(
         ),
       ),
       args.timeoutMs ?? MEMORY_PHASE_TIMEOUT_MS,
+      'retrieval took too long',
     );
     const used: RetrievedItem[] = result.items.filter((i) => typeof i.memory?.content === 'string' && i.memory.content.trim() !== '');
     const strategyUsed = result.resolution?.strategyUsed ?? strategy;
@@ -92,7 +78,7 @@ export async function applyMemory(
     deps.log.warn(
       {
         requestId: args.logRequestId ?? args.requestId,
-        reason: err instanceof RetrievalTimeout ? 'timeout' : 'error',
+        reason: err instanceof TimeoutError ? 'timeout' : 'error',
         errName: typeof e?.name === 'string' ? e.name : typeof err,
         errCode: typeof e?.code === 'string' ? e.code : undefined,
       },

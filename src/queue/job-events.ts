@@ -2,7 +2,7 @@ import { QueueEvents } from 'bullmq';
 import type { Env } from '../config/env';
 import { redisUrl } from '../config/env';
 import type { Logger } from '../logger';
-import type { QueueName } from './queue-names';
+import type { QueueName } from '../config/queue-names';
 import { bullConnectionOptions } from './redis';
 
 export type JobEvent =

@@ -1,6 +1,6 @@
 import type { JobsOptions } from 'bullmq';
 import { z } from 'zod';
-import type { QueueName } from './queue-names';
+import type { QueueName } from '../config/queue-names';
 
 /** One job kind: where it runs, what its payload is, how its id is derived. */
 export interface JobSpec<S extends z.ZodType = z.ZodType> {
@@ -23,6 +23,9 @@ export const DEFAULT_JOB_OPTIONS: JobsOptions = {
   removeOnComplete: { age: 24 * 3600, count: 1000 },
   removeOnFail: { age: 7 * 24 * 3600, count: 5000 },
 };
+
+/** The deduplication id that makes `reindex` a singleton. */
+export const REINDEX_DEDUPLICATION_ID = 'reindex';
 
 /** THE job map: every job Engram runs, declared once. A job without a handler does not compile (workers/registry.ts). */
 export const JOBS = {
@@ -65,9 +68,11 @@ export const JOBS = {
       batchSize: z.number().int().min(1).max(2048).default(128),
       trigger: z.enum(['api', 'auto']).default('auto'),
     }),
-    // One at a time: requestReindex() reuses a live job, the route answers 409, the queue runs with concurrency 1.
+    // At most one live reindex: BullMQ's deduplication id is checked and set atomically in Redis, so
+    // concurrent triggers (routes, settings changes, drift checks, an outbox flush) collapse into one
+    // job; finished runs keep their own ids, so their results stay visible.
     jobId: (d, now) => `reindex-${d.trigger}-${now}`,
-    options: { attempts: 10 },
+    options: { attempts: 10, deduplication: { id: 'reindex' } },
   }),
   'record-access': spec({
     queue: 'maintenance',

@@ -4,10 +4,11 @@ import type { Env } from '../config/env';
 import { redisUrl } from '../config/env';
 import type { Db } from '../db/connection';
 import { nowIso } from '../db/connection';
-import { OutboxRepository } from '../db/repositories/outbox.repository';
+import { OutboxRepository } from './outbox.repository';
 import type { Logger } from '../logger';
 import { JOBS, jobOptions, parsePayload, type JobInput, type JobName } from './jobs';
-import { QUEUE_NAMES, type QueueName } from './queue-names';
+import { QUEUE_NAMES, type QueueName } from '../config/queue-names';
+import { withTimeout } from '../timeout';
 import { createRedis, type Redis, type RedisRole } from './redis';
 
 export interface EnqueueResult {
@@ -19,16 +20,6 @@ export interface EnqueueResult {
 
 /** How long the api waits for Redis to take a job before it goes to the outbox instead. */
 const API_ADD_TIMEOUT_MS = 750;
-
-function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
-  let t: NodeJS.Timeout;
-  return Promise.race([
-    p.finally(() => clearTimeout(t)),
-    new Promise<T>((_, reject) => {
-      t = setTimeout(() => reject(new Error(`redis did not answer within ${ms} ms`)), ms);
-    }),
-  ]);
-}
 
 /**
  * The BullMQ queues of a process, and `enqueue` — the only way to add a job. In the api, a job
@@ -84,7 +75,7 @@ export class QueueLayer {
     }
     if (this.isReady()) {
       try {
-        await withTimeout(this.queue(queue).add(name, data, opts), API_ADD_TIMEOUT_MS);
+        await withTimeout(this.queue(queue).add(name, data, opts), API_ADD_TIMEOUT_MS, `redis did not take the job within ${API_ADD_TIMEOUT_MS} ms`);
         return { jobId: opts.jobId, queue, via: 'queue' };
       } catch (err) {
         this.log.warn({ job: name, jobId: opts.jobId, err: { message: (err as Error).message } }, 'could not add job; stored in the outbox');
@@ -142,7 +133,7 @@ export class QueueLayer {
             return { name, data, opts: { ...jobOptions(name, data, r.jobId), jobId: r.jobId } };
           });
           const add = this.queue(queue).addBulk(jobs);
-          await (this.role === 'api' ? withTimeout(add, 10_000) : add);
+          await (this.role === 'api' ? withTimeout(add, 10_000, 'redis did not take the outbox batch within 10 s') : add);
           this.outbox.remove(list.map((r) => r.outboxId));
           moved += list.length;
         } catch (err) {
@@ -165,9 +156,13 @@ export class QueueLayer {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    // Disconnect first: a queue still connecting then fails while its error listener is attached
-    // (closing it first would detach the listener and turn that failure into an unhandled error).
+    // Disconnect first, then let every queue's initialisation settle while its error listener is
+    // still attached: BullMQ's close() drops the listeners at once, and an initialisation that fails
+    // after that (the socket closing under it) is emitted as an 'error' nobody hears, which kills
+    // the process. Bounded, so a close never waits on Redis.
     this.connection.disconnect();
-    await Promise.allSettled([...this.queues.values()].map((q) => q.close()));
+    const queues = [...this.queues.values()];
+    await withTimeout(Promise.allSettled(queues.map((q) => q.waitUntilReady())), 2000).catch(() => undefined);
+    await Promise.allSettled(queues.map((q) => q.close()));
   }
 }

@@ -2,7 +2,8 @@ import { memoryInput } from '../../test/factories';
 import { testEnv, tempDir } from '../../test/helpers/env';
 import { tempStorage } from '../../test/helpers/storage';
 import type { CreateMemoryInput, MemoryRecord } from '../memory/types';
-import { hookIntoMemoryService, normalise, parseSignature, SqliteVecStore, VEC0_MAX_K } from './sqlite-vec.store';
+import { normalise, SqliteVecStore, VEC0_MAX_K } from './sqlite-vec.store';
+import { parseSignature } from './signature';
 import { VectorInputError, VectorUnavailableError } from './types';
 import { mulberry32 as rng } from '../../test/helpers/prng';
 
@@ -48,7 +49,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 function open(quantization: 'none' | 'int8' = 'none', env = testEnv(), exactScanMaxRows?: number) {
   const s = tempStorage(env);
   const store = new SqliteVecStore(s.db.db, { vecLoaded: s.db.vecLoaded, quantization, exactScanMaxRows });
-  hookIntoMemoryService(s.memory, store);
+  s.memory.addHooks({ onDeleteInTx: (rowId) => store.deleteInTx(rowId) });
   const create = (inputs: CreateMemoryInput[]): MemoryRecord[] => s.memory.upsertMany(inputs, ctx).map((c) => c.memory);
   return { s, store, create };
 }
@@ -91,7 +92,7 @@ describe('SqliteVecStore', () => {
       expect(tableSql()).toContain('float[8]');
       expect(tableSql()).toContain('api_key_id TEXT PARTITION KEY');
       const r = rng(1);
-      store.upsertMany(rows.map((m) => ({ memoryId: m.memoryId, apiKeyId: m.apiKeyId, vector: randomUnit(8, r), contentHash: m.contentHash })));
+      store.upsertMany(rows.map((m) => ({ rowId: m.rowId, apiKeyId: m.apiKeyId, vector: randomUnit(8, r), contentHash: m.contentHash })));
       expect(store.stats()).toMatchObject({ rowCount: 3, needsReindex: 0, activeDim: 8, signature: sig(store, 8) });
 
       const before = store.meta().lastResetAt!;
@@ -100,7 +101,7 @@ describe('SqliteVecStore', () => {
       expect(store.meta()).toMatchObject({ activeDim: 16, signature: 'static:other:16:int8', tableCreated: true });
       expect(store.meta().lastResetAt! >= before).toBe(true);
       expect(store.stats()).toMatchObject({ rowCount: 0, needsReindex: 3 });
-      expect(store.pendingReindex(10).map((p) => p.memoryId)).toEqual(rows.map((m) => m.memoryId));
+      expect(store.pendingReindex(10).map((p) => p.rowId)).toEqual(rows.map((m) => m.rowId));
       expect(store.isCompatible('static:other:16:int8')).toBe(true);
     });
 
@@ -116,7 +117,7 @@ describe('SqliteVecStore', () => {
       const { store, create } = fresh();
       const [m] = create([memoryInput()]);
       store.rebuild(sig(store, 4), 4);
-      store.upsert(m!.memoryId, m!.apiKeyId, vec(1, 0, 0, 0), m!.contentHash);
+      store.upsertOne(m!.rowId, m!.apiKeyId, vec(1, 0, 0, 0), m!.contentHash);
 
       expect(store.isCompatible(sig(store, 4, 'new-model'))).toBe(false);
       expect(store.isCompatible(sig(store, 4, 'm', 'int8'))).toBe(false);
@@ -134,7 +135,7 @@ describe('SqliteVecStore', () => {
       const { s, store, create } = fresh();
       const [m] = create([memoryInput()]);
       expect(() => store.knn('key-a', vec(1, 0), 1, { nowIso: now() })).toThrow(expect.objectContaining({ reason: 'index_not_built' }));
-      expect(store.delete(m!.memoryId)).toBe(false);
+      expect(store.deleteInTx(m!.rowId)).toBe(false);
       expect(s.memory.delete(m!.id, ctx)).toBe(true);
       expect(store.stats()).toMatchObject({ available: true, rowCount: 0, activeDim: null, signature: null });
     });
@@ -145,11 +146,11 @@ describe('SqliteVecStore', () => {
       const { store, create } = fresh();
       const [m] = create([memoryInput()]);
       store.rebuild(sig(store, 4), 4);
-      expect(store.upsert(m!.memoryId, 'key-a', vec(1, 0, 0, 0), m!.contentHash)).toEqual({ stored: true, cleared: true, skipped: null });
-      expect(store.upsert(m!.memoryId, 'key-a', vec(0, 1, 0, 0), m!.contentHash)).toEqual({ stored: true, cleared: true, skipped: null });
+      expect(store.upsertOne(m!.rowId, 'key-a', vec(1, 0, 0, 0), m!.contentHash)).toEqual({ stored: true, cleared: true, skipped: null });
+      expect(store.upsertOne(m!.rowId, 'key-a', vec(0, 1, 0, 0), m!.contentHash)).toEqual({ stored: true, cleared: true, skipped: null });
       expect(store.stats().rowCount).toBe(1);
       const [hit] = store.knn('key-a', vec(0, 1, 0, 0), 5, { nowIso: now() });
-      expect(hit).toMatchObject({ memoryId: m!.memoryId, id: m!.id });
+      expect(hit).toMatchObject({ rowId: m!.rowId, id: m!.id });
       expect(hit!.score).toBeCloseTo(1, 5);
     });
 
@@ -162,9 +163,9 @@ describe('SqliteVecStore', () => {
       expect(pending).toHaveLength(1);
       expect(pending[0]!.contentHash).not.toBe(m!.contentHash);
 
-      expect(store.upsert(m!.memoryId, 'key-a', vec(1, 0, 0, 0), m!.contentHash)).toEqual({ stored: true, cleared: false, skipped: null });
+      expect(store.upsertOne(m!.rowId, 'key-a', vec(1, 0, 0, 0), m!.contentHash)).toEqual({ stored: true, cleared: false, skipped: null });
       expect(store.countPending()).toBe(1);
-      expect(store.upsert(m!.memoryId, 'key-a', vec(0, 1, 0, 0), pending[0]!.contentHash)).toMatchObject({ cleared: true });
+      expect(store.upsertOne(m!.rowId, 'key-a', vec(0, 1, 0, 0), pending[0]!.contentHash)).toMatchObject({ cleared: true });
       expect(store.countPending()).toBe(0);
       expect(store.stats().rowCount).toBe(1);
     });
@@ -173,11 +174,11 @@ describe('SqliteVecStore', () => {
       const { store, create } = fresh();
       const [m] = create([memoryInput()]);
       store.rebuild(sig(store, 3), 3);
-      store.upsert(m!.memoryId, 'key-a', vec(1, 0, 0), m!.contentHash);
-      expect(store.upsert(m!.memoryId, 'key-a', vec(0, 0, 0), m!.contentHash)).toEqual({ stored: false, cleared: true, skipped: 'zero_vector' });
+      store.upsertOne(m!.rowId, 'key-a', vec(1, 0, 0), m!.contentHash);
+      expect(store.upsertOne(m!.rowId, 'key-a', vec(0, 0, 0), m!.contentHash)).toEqual({ stored: false, cleared: true, skipped: 'zero_vector' });
       expect(store.stats()).toMatchObject({ rowCount: 0, needsReindex: 0 });
       expect(() => store.knn('key-a', vec(0, 0, 0), 3, { nowIso: now() })).toThrow(expect.objectContaining({ reason: 'zero_query_vector' }));
-      expect(() => store.upsert(m!.memoryId, 'key-a', vec(NaN, 0, 1), m!.contentHash)).toThrow(VectorInputError);
+      expect(() => store.upsertOne(m!.rowId, 'key-a', vec(NaN, 0, 1), m!.contentHash)).toThrow(VectorInputError);
     });
 
     it('skips a memory deleted while it was embedded, and refuses another tenant or a wrong dimension', () => {
@@ -185,11 +186,11 @@ describe('SqliteVecStore', () => {
       const [gone, kept] = create([memoryInput(), memoryInput()]);
       store.rebuild(sig(store, 3), 3);
       s.memory.delete(gone!.id, ctx);
-      expect(store.upsert(gone!.memoryId, 'key-a', vec(1, 0, 0), gone!.contentHash)).toEqual({ stored: false, cleared: false, skipped: 'memory_missing' });
-      expect(() => store.upsert(kept!.memoryId, 'key-b', vec(1, 0, 0), kept!.contentHash)).toThrow(
+      expect(store.upsertOne(gone!.rowId, 'key-a', vec(1, 0, 0), gone!.contentHash)).toEqual({ stored: false, cleared: false, skipped: 'memory_missing' });
+      expect(() => store.upsertOne(kept!.rowId, 'key-b', vec(1, 0, 0), kept!.contentHash)).toThrow(
         expect.objectContaining({ reason: 'tenant_mismatch' }),
       );
-      expect(() => store.upsert(kept!.memoryId, 'key-a', vec(1, 0), kept!.contentHash)).toThrow(expect.objectContaining({ reason: 'dimension_mismatch' }));
+      expect(() => store.upsertOne(kept!.rowId, 'key-a', vec(1, 0), kept!.contentHash)).toThrow(expect.objectContaining({ reason: 'dimension_mismatch' }));
       expect(store.stats().rowCount).toBe(0);
     });
 
@@ -197,7 +198,7 @@ describe('SqliteVecStore', () => {
       const { store, create } = fresh();
       const rows = create([memoryInput(), memoryInput(), memoryInput()]);
       store.rebuild(sig(store, 3), 3);
-      const batch = rows.map((m, i) => ({ memoryId: m.memoryId, apiKeyId: m.apiKeyId, vector: axis(3, i), contentHash: m.contentHash }));
+      const batch = rows.map((m, i) => ({ rowId: m.rowId, apiKeyId: m.apiKeyId, vector: axis(3, i), contentHash: m.contentHash }));
       expect(() => store.upsertMany(batch, sig(store, 3, 'previous-model'))).toThrow(expect.objectContaining({ reason: 'signature_mismatch' }));
       expect(store.stats()).toMatchObject({ rowCount: 0, needsReindex: 3 });
       // One bad row rolls back the whole batch.
@@ -212,8 +213,8 @@ describe('SqliteVecStore', () => {
       const [m, other] = create([memoryInput(), memoryInput()]);
       store.rebuild(sig(store, 3), 3);
       store.upsertMany([
-        { memoryId: m!.memoryId, apiKeyId: 'key-a', vector: vec(1, 0, 0), contentHash: m!.contentHash },
-        { memoryId: other!.memoryId, apiKeyId: 'key-a', vector: vec(0, 1, 0), contentHash: other!.contentHash },
+        { rowId: m!.rowId, apiKeyId: 'key-a', vector: vec(1, 0, 0), contentHash: m!.contentHash },
+        { rowId: other!.rowId, apiKeyId: 'key-a', vector: vec(0, 1, 0), contentHash: other!.contentHash },
       ]);
       const rollback = new Error('rollback');
       let insideTx = -1;
@@ -240,12 +241,12 @@ describe('SqliteVecStore', () => {
       const { store, create } = fresh();
       const rows = create([memoryInput(), memoryInput(), memoryInput(), memoryInput({ apiKeyId: 'key-b' })]);
       store.rebuild(sig(store, 2), 2);
-      const ids = rows.map((m) => m.memoryId);
+      const ids = rows.map((m) => m.rowId);
       const page1 = store.pendingReindex(2, 0);
-      expect(page1.map((p) => p.memoryId)).toEqual(ids.slice(0, 2));
-      expect(page1[0]).toEqual({ memoryId: ids[0], id: rows[0]!.id, content: rows[0]!.content, contentHash: rows[0]!.contentHash, apiKeyId: 'key-a' });
-      expect(store.pendingReindex(10, page1[1]!.memoryId).map((p) => p.memoryId)).toEqual(ids.slice(2));
-      store.upsert(ids[0]!, 'key-a', vec(1, 0), rows[0]!.contentHash);
+      expect(page1.map((p) => p.rowId)).toEqual(ids.slice(0, 2));
+      expect(page1[0]).toEqual({ rowId: ids[0], id: rows[0]!.id, content: rows[0]!.content, contentHash: rows[0]!.contentHash, apiKeyId: 'key-a' });
+      expect(store.pendingReindex(10, page1[1]!.rowId).map((p) => p.rowId)).toEqual(ids.slice(2));
+      store.upsertOne(ids[0]!, 'key-a', vec(1, 0), rows[0]!.contentHash);
       expect(store.countPending()).toBe(3);
       expect(store.markAllNeedsReindex()).toBe(1);
       expect(store.countPending()).toBe(4);
@@ -269,9 +270,9 @@ describe('SqliteVecStore', () => {
       o.store.rebuild(sig(o.store, DIM), DIM);
       const far = axis(DIM, 0, -1);
       o.store.upsertMany([
-        ...tenantA.map((m) => ({ memoryId: m.memoryId, apiKeyId: m.apiKeyId, vector: near(far, 0.3, r), contentHash: m.contentHash })),
-        ...tenantB.map((m) => ({ memoryId: m.memoryId, apiKeyId: m.apiKeyId, vector: near(q, 0.3, r), contentHash: m.contentHash })),
-        ...rareB.map((m) => ({ memoryId: m.memoryId, apiKeyId: m.apiKeyId, vector: near(far, 0.3, r), contentHash: m.contentHash })),
+        ...tenantA.map((m) => ({ rowId: m.rowId, apiKeyId: m.apiKeyId, vector: near(far, 0.3, r), contentHash: m.contentHash })),
+        ...tenantB.map((m) => ({ rowId: m.rowId, apiKeyId: m.apiKeyId, vector: near(q, 0.3, r), contentHash: m.contentHash })),
+        ...rareB.map((m) => ({ rowId: m.rowId, apiKeyId: m.apiKeyId, vector: near(far, 0.3, r), contentHash: m.contentHash })),
       ]);
     });
 
@@ -280,7 +281,7 @@ describe('SqliteVecStore', () => {
       expect(hits.map((h) => h.id).sort()).toEqual(tenantA.map((m) => m.id).sort());
       // The KNN itself returned only A's rows: no candidate slot went to tenant B.
       const blob = Buffer.from(q.buffer);
-      const candidates = o.store.repo.knnCandidates('tenant-a', blob, 5, 'none', { nowIso: now(), freshAfterIso: null, sessionId: null });
+      const candidates = o.store['repo'].knnCandidates('tenant-a', blob, 5, 'none', { nowIso: now(), freshAfterIso: null, sessionId: null });
       expect(candidates).toHaveLength(5);
       expect(candidates.every((c) => c.id !== null)).toBe(true);
 
@@ -305,8 +306,8 @@ describe('SqliteVecStore', () => {
     });
 
     it('past vec0\'s k cap of 4096 it ranks the filtered rows exactly instead of returning too few', () => {
-      const spy = jest.spyOn(o.store.repo, 'exactScan');
-      const knnSpy = jest.spyOn(o.store.repo, 'knnCandidates');
+      const spy = jest.spyOn(o.store['repo'], 'exactScan');
+      const knnSpy = jest.spyOn(o.store['repo'], 'knnCandidates');
       const hits = o.store.knn('tenant-b', q, 3, { nowIso: now(), sessionId: 'b-rare' });
       expect(hits.map((h) => h.id).sort()).toEqual(rareB.map((m) => m.id).sort());
       expect(spy).toHaveBeenCalledTimes(1);
@@ -333,7 +334,7 @@ describe('SqliteVecStore', () => {
       const live = o.create(Array.from({ length: 5 }, () => memoryInput({ apiKeyId: 't', sessionId: 's1', expiresAt: future })));
       o.store.rebuild(sig(o.store, 4), 4);
       const put = (rows: MemoryRecord[], v: () => Float32Array) =>
-        o.store.upsertMany(rows.map((m) => ({ memoryId: m.memoryId, apiKeyId: 't', vector: v(), contentHash: m.contentHash })));
+        o.store.upsertMany(rows.map((m) => ({ rowId: m.rowId, apiKeyId: 't', vector: v(), contentHash: m.contentHash })));
       put(expired, () => near(q, 0.05, r));
       put(old, () => vec(0.99, 0.14, 0, 0));
       put(otherSession, () => vec(0.98, 0.2, 0, 0));
@@ -366,8 +367,8 @@ describe('SqliteVecStore', () => {
 
     it('widens the KNN (doubling) when filters remove too many candidates', async () => {
       const f = await fixture(0);
-      const knnSpy = jest.spyOn(f.o.store.repo, 'knnCandidates');
-      const exactSpy = jest.spyOn(f.o.store.repo, 'exactScan');
+      const knnSpy = jest.spyOn(f.o.store['repo'], 'knnCandidates');
+      const exactSpy = jest.spyOn(f.o.store['repo'], 'exactScan');
       const hits = f.o.store.knn('t', q, 5, { nowIso: now(), sessionId: 's1', freshAfterIso: f.cutoff });
       expect(hits.map((h) => h.id).sort()).toEqual(f.live.map((m) => m.id).sort());
       expect(knnSpy.mock.calls.map((c) => c[2])).toEqual([20, 40, 80]);
@@ -376,16 +377,16 @@ describe('SqliteVecStore', () => {
 
     it('scores selective filters exactly when few rows qualify', async () => {
       const f = await fixture();
-      const knnSpy = jest.spyOn(f.o.store.repo, 'knnCandidates');
-      const exactSpy = jest.spyOn(f.o.store.repo, 'exactScan');
+      const knnSpy = jest.spyOn(f.o.store['repo'], 'knnCandidates');
+      const exactSpy = jest.spyOn(f.o.store['repo'], 'exactScan');
       const hits = f.o.store.knn('t', q, 5, { nowIso: now(), sessionId: 's1', freshAfterIso: f.cutoff });
       expect(hits.map((h) => h.id).sort()).toEqual(f.live.map((m) => m.id).sort());
       expect(knnSpy).toHaveBeenCalledTimes(1);
       expect(exactSpy).toHaveBeenCalledTimes(1);
       // The exact path and the KNN path agree on distances.
       const viaKnn = f.o.store.knn('t', q, 7, { nowIso: now() });
-      const viaExact = f.o.store.repo.exactScan('t', Buffer.from(q.buffer), 7, 'none', { nowIso: now(), freshAfterIso: null, sessionId: null });
-      expect(viaExact.map((h) => h.memoryId)).toEqual(viaKnn.map((h) => h.memoryId));
+      const viaExact = f.o.store['repo'].exactScan('t', Buffer.from(q.buffer), 7, 'none', { nowIso: now(), freshAfterIso: null, sessionId: null });
+      expect(viaExact.map((h) => h.rowId)).toEqual(viaKnn.map((h) => h.rowId));
       viaExact.forEach((h, i) => expect(h.distance).toBeCloseTo(viaKnn[i]!.distance, 6));
     });
   });
@@ -399,7 +400,7 @@ describe('SqliteVecStore', () => {
       const vectors = rows.map(() => randomUnit(DIM, r));
       // Queries are random unit vectors near a random stored one, so "nearest" is well defined.
       const queries = Array.from({ length: 50 }, () => near(vectors[Math.floor(r() * vectors.length)]!, 0.08, r));
-      const batch = rows.map((m, i) => ({ memoryId: m.memoryId, apiKeyId: 'q8', vector: vectors[i]!, contentHash: m.contentHash }));
+      const batch = rows.map((m, i) => ({ rowId: m.rowId, apiKeyId: 'q8', vector: vectors[i]!, contentHash: m.contentHash }));
       const bruteTop1 = queries.map((qv) => {
         let best = -1;
         let bestDot = -Infinity;
@@ -407,9 +408,9 @@ describe('SqliteVecStore', () => {
           const d = dot(qv, v);
           if (d > bestDot) [best, bestDot] = [i, d];
         });
-        return rows[best]!.memoryId;
+        return rows[best]!.rowId;
       });
-      const top1 = () => queries.map((qv) => store.knn('q8', qv, 1, { nowIso: now() })[0]!.memoryId);
+      const top1 = () => queries.map((qv) => store.knn('q8', qv, 1, { nowIso: now() })[0]!.rowId);
 
       store.rebuild(sig(store, DIM, 'm', 'none'), DIM);
       store.upsertMany(batch);
@@ -434,8 +435,8 @@ describe('SqliteVecStore', () => {
       const { store, create } = fresh('int8');
       const rows = create(Array.from({ length: 4 }, () => memoryInput({ apiKeyId: 'h' })));
       const vs = [vec(1, 0, 0, 0), vec(0.8, 0.6, 0, 0), vec(0, 1, 0, 0), vec(0, 0, 0.6, 0.8)];
-      const batch = rows.map((m, i) => ({ memoryId: m.memoryId, apiKeyId: 'h', vector: vs[i]!, contentHash: m.contentHash }));
-      const order = (qv: Float32Array) => store.knn('h', qv, 4, { nowIso: now() }).map((x) => rows.findIndex((m) => m.memoryId === x.memoryId));
+      const batch = rows.map((m, i) => ({ rowId: m.rowId, apiKeyId: 'h', vector: vs[i]!, contentHash: m.contentHash }));
+      const order = (qv: Float32Array) => store.knn('h', qv, 4, { nowIso: now() }).map((x) => rows.findIndex((m) => m.rowId === x.rowId));
       const queries = [vec(0.95, 0.1, 0, 0), vec(0.7, 0.7, 0, 0), vec(0.1, 0.9, 0.1, 0), vec(0, 0.1, 0.5, 0.9)];
       const expected = [0, 1, 2, 3];
       for (const quant of ['none', 'int8'] as const) {
@@ -459,8 +460,8 @@ describe('SqliteVecStore', () => {
       const [m, other] = withVec.create([memoryInput(), memoryInput()]);
       withVec.store.rebuild(sig(withVec.store, 3), 3);
       withVec.store.upsertMany([
-        { memoryId: m!.memoryId, apiKeyId: 'key-a', vector: vec(1, 0, 0), contentHash: m!.contentHash },
-        { memoryId: other!.memoryId, apiKeyId: 'key-a', vector: vec(0, 1, 0), contentHash: other!.contentHash },
+        { rowId: m!.rowId, apiKeyId: 'key-a', vector: vec(1, 0, 0), contentHash: m!.contentHash },
+        { rowId: other!.rowId, apiKeyId: 'key-a', vector: vec(0, 1, 0), contentHash: other!.contentHash },
       ]);
 
       const store = noVec.store;
@@ -468,9 +469,9 @@ describe('SqliteVecStore', () => {
       expect(store.isCompatible(sig(store, 3))).toBe(false);
       expect(() => store.knn('key-a', vec(1, 0, 0), 1, { nowIso: now() })).toThrow(VectorUnavailableError);
       expect(() => store.knn('key-a', vec(1, 0, 0), 1, { nowIso: now() })).toThrow(expect.objectContaining({ reason: 'extension_not_loaded' }));
-      expect(() => store.upsert(m!.memoryId, 'key-a', vec(1, 0, 0), m!.contentHash)).toThrow(VectorUnavailableError);
+      expect(() => store.upsertOne(m!.rowId, 'key-a', vec(1, 0, 0), m!.contentHash)).toThrow(VectorUnavailableError);
       expect(() => store.rebuild(sig(store, 3), 3)).toThrow(VectorUnavailableError);
-      expect(store.delete(m!.memoryId)).toBe(false);
+      expect(store.deleteInTx(m!.rowId)).toBe(false);
       expect(store.pruneOrphans()).toBe(0);
       expect(store.stats()).toMatchObject({ available: false, rowCount: 0, needsReindex: 0, activeDim: 3, signature: sig(store, 3) });
 

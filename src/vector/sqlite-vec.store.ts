@@ -1,7 +1,7 @@
 import type { Db } from '../db/connection';
 import { nowIso } from '../db/connection';
-import { VectorRepository, type KnnCandidate, type VecFilterParams } from '../db/repositories/vector.repository';
-import type { MemoryService } from '../memory/memory.service';
+import { VectorRepository, type KnnCandidate, type VecFilterParams } from './sqlite-vec.repository';
+import { parseSignature, vectorSignature } from './signature';
 import {
   VectorInputError,
   VectorUnavailableError,
@@ -14,7 +14,9 @@ import {
   type VecQuantization,
   type VecStats,
   type VectorHit,
-  type VectorSearcher,
+  type VectorSearchQuery,
+  type VectorStore,
+  type VectorStoreHealth,
   type VectorUpsertRow,
 } from './types';
 
@@ -36,13 +38,6 @@ export interface SqliteVecStoreOptions {
   /** The quantization new signatures ask for (MEMORY_VEC_QUANTIZATION); reads follow the stored signature. */
   quantization: VecQuantization;
   exactScanMaxRows?: number;
-}
-
-/** Splits the `:<dim>[:int8]` tail off a signature; null when it has none. */
-export function parseSignature(signature: string): { dim: number; quantization: VecQuantization } | null {
-  const m = /:(\d+)(:int8)?$/.exec(signature);
-  if (!m) return null;
-  return { dim: Number(m[1]), quantization: m[2] ? 'int8' : 'none' };
 }
 
 /**
@@ -71,8 +66,8 @@ function filterParams(f: KnnFilter): VecFilterParams {
   return { nowIso: f.nowIso, freshAfterIso: f.freshAfterIso || null, sessionId: f.sessionId || null };
 }
 
-function toHit(r: { memoryId: number; id: string; distance: number }): VectorHit {
-  return { memoryId: r.memoryId, id: r.id, distance: r.distance, score: Math.min(1, Math.max(0, 1 - r.distance)) };
+function toHit(r: { rowId: number; id: string; distance: number }): VectorHit {
+  return { rowId: r.rowId, id: r.id, distance: r.distance, score: Math.min(1, Math.max(0, 1 - r.distance)) };
 }
 
 /**
@@ -80,10 +75,12 @@ function toHit(r: { memoryId: number; id: string; distance: number }): VectorHit
  * Zero vectors are skipped, never stored or thrown on upsert: the memory is then served by
  * keywords and its reindex flag is still cleared, so the reindex job does not retry it forever.
  */
-export class SqliteVecStore implements VectorSearcher {
-  readonly repo: VectorRepository;
+export class SqliteVecStore implements VectorStore {
+  readonly kind = 'sqlite-vec' as const;
+  private readonly repo: VectorRepository;
   private readonly vecLoaded: boolean;
-  private readonly quantization: VecQuantization;
+  /** The storage type new signatures ask for (MEMORY_VEC_QUANTIZATION). */
+  readonly quantization: VecQuantization;
   private readonly exactScanMaxRows: number;
 
   constructor(
@@ -111,12 +108,15 @@ export class SqliteVecStore implements VectorSearcher {
     return this.repo.readMeta().signature;
   }
 
-  /** `<source>:<identity|model>:<dim>[:int8]`, or null while the dimension is unknown. */
+  /** The signature vectors of this resolution get here (`…:int8` when stored as int8), or null while the width is unknown. */
   signatureFor(resolution: SignatureInput, quantization: VecQuantization = this.quantization): string | null {
     const dim = resolution.dimensions;
     if (dim === null || !Number.isInteger(dim) || dim <= 0) return null;
-    const who = resolution.identity || resolution.model || 'null';
-    return `${resolution.source || 'null'}:${who}:${dim}${quantization === 'int8' ? ':int8' : ''}`;
+    return vectorSignature(resolution, quantization);
+  }
+
+  activeSignature(): string | null {
+    return this.currentSignature();
   }
 
   /** True when the vec table exists and was built for exactly this signature; never changes anything. */
@@ -167,18 +167,18 @@ export class SqliteVecStore implements VectorSearcher {
       throw new VectorInputError('dimension_mismatch', `vector has ${row.vector.length} dimensions, the index has ${dim}`);
     }
     const unit = normalise(row.vector);
-    const owner = this.repo.memoryForVector(row.memoryId);
+    const owner = this.repo.memoryForVector(row.rowId);
     if (!owner) {
       // Deleted while it was being embedded: storing now would leave an orphan.
-      this.repo.deleteVector(row.memoryId);
+      this.repo.deleteVector(row.rowId);
       return { stored: false, cleared: false, skipped: 'memory_missing' };
     }
     if (owner.apiKeyId !== row.apiKeyId) {
-      throw new VectorInputError('tenant_mismatch', `memory ${row.memoryId} belongs to another API key`);
+      throw new VectorInputError('tenant_mismatch', `memory ${row.rowId} belongs to another API key`);
     }
-    this.repo.deleteVector(row.memoryId);
-    if (unit) this.repo.insertVector(row.memoryId, row.apiKeyId, toBlob(unit), quantization);
-    const cleared = this.repo.clearNeedsReindex(row.memoryId, row.contentHash);
+    this.repo.deleteVector(row.rowId);
+    if (unit) this.repo.insertVector(row.rowId, row.apiKeyId, toBlob(unit), quantization);
+    const cleared = this.repo.clearNeedsReindex(row.rowId, row.contentHash);
     return { stored: unit !== null, cleared, skipped: unit ? null : 'zero_vector' };
   }
 
@@ -187,16 +187,16 @@ export class SqliteVecStore implements VectorSearcher {
    * (a stale embedding never clears a newer edit's flag); with `expectedSignature`, refuses when a
    * rebuild for another model happened since the caller checked.
    */
-  upsert(memoryId: number, apiKeyId: string, vector: Float32Array, contentHash: string, expectedSignature?: string): UpsertResult {
+  upsertOne(rowId: number, apiKeyId: string, vector: Float32Array, contentHash: string, expectedSignature?: string): UpsertResult {
     return this.db
       .transaction(() => {
         const ix = this.readyIndex(expectedSignature);
-        return this.upsertInTx({ memoryId, apiKeyId, vector, contentHash }, ix.dim, ix.quantization);
+        return this.upsertInTx({ rowId, apiKeyId, vector, contentHash }, ix.dim, ix.quantization);
       })
       .immediate();
   }
 
-  /** Upserts a batch in one transaction (all or nothing); see `upsert`. */
+  /** Upserts a batch in one transaction (all or nothing); see `upsertOne`. */
   upsertMany(rows: VectorUpsertRow[], expectedSignature?: string): UpsertManyResult {
     return this.db
       .transaction(() => {
@@ -214,10 +214,19 @@ export class SqliteVecStore implements VectorSearcher {
       .immediate();
   }
 
-  /** Deletes a memory's vector within the caller's transaction; a no-op without sqlite-vec or before the table exists. */
-  delete(memoryId: number): boolean {
+  async upsert(rows: VectorUpsertRow[], expectedSignature?: string): Promise<UpsertManyResult> {
+    return this.upsertMany(rows, expectedSignature);
+  }
+
+  async delete(rowIds: number[]): Promise<number> {
+    if (rowIds.length === 0) return 0;
+    return this.db.transaction(() => rowIds.filter((id) => this.deleteInTx(id)).length).immediate();
+  }
+
+  /** Deletes a memory's vector within the caller's transaction (the memory delete hook); a no-op without sqlite-vec or before the table exists. */
+  deleteInTx(rowId: number): boolean {
     if (!this.vecLoaded || !this.repo.tableExists()) return false;
-    return this.repo.deleteVector(memoryId);
+    return this.repo.deleteVector(rowId);
   }
 
   /**
@@ -254,6 +263,22 @@ export class SqliteVecStore implements VectorSearcher {
     return this.repo.exactScan(apiKeyId, blob, want, ix.quantization, f).map(toHit);
   }
 
+  async search(q: VectorSearchQuery): Promise<VectorHit[]> {
+    if (q.signal?.aborted) throw new VectorUnavailableError('aborted', 'the search was cancelled');
+    return this.knn(q.apiKeyId, q.vector, q.k, q.filter);
+  }
+
+  async count(): Promise<number> {
+    return this.vecLoaded && this.repo.tableExists() ? this.repo.rowCount() : 0;
+  }
+
+  async health(): Promise<VectorStoreHealth> {
+    if (!this.vecLoaded) return { ok: false, reason: 'sqlite-vec is not loaded' };
+    const meta = this.repo.readMeta();
+    if (!this.repo.tableExists() || meta.signature === null) return { ok: false, reason: 'no vector index yet (built by the reindex job once an embedding source is configured)' };
+    return { ok: true, reason: `sqlite-vec active, dim=${meta.activeDim}` };
+  }
+
   /** Row count, pending reindex count and the active signature. */
   stats(): VecStats {
     const meta = this.repo.readMeta();
@@ -268,9 +293,9 @@ export class SqliteVecStore implements VectorSearcher {
     };
   }
 
-  /** Up to `limit` memories still needing a vector, after `afterMemoryId`, in memory_id order. */
-  pendingReindex(limit: number, afterMemoryId = 0): PendingReindexRow[] {
-    return this.repo.pendingReindex(limit, afterMemoryId);
+  /** Up to `limit` memories still needing a vector, after `afterRowId`, in memory_id order. */
+  pendingReindex(limit: number, afterRowId = 0): PendingReindexRow[] {
+    return this.repo.pendingReindex(limit, afterRowId);
   }
 
   /** How many memories still need a vector. */
@@ -290,7 +315,3 @@ export class SqliteVecStore implements VectorSearcher {
   }
 }
 
-/** Registers the delete hook so deleting a memory deletes its vector in the same transaction. */
-export function hookIntoMemoryService(memoryService: Pick<MemoryService, 'addHooks'>, store: SqliteVecStore): void {
-  memoryService.addHooks({ onDeleteInTx: (memoryId) => store.delete(memoryId) });
-}

@@ -34,7 +34,7 @@ export interface KnnFilter {
 
 /** One vector search hit; `score` is 1 - cosine distance clamped to [0, 1]. */
 export interface VectorHit {
-  memoryId: number;
+  rowId: number;
   id: string;
   distance: number;
   score: number;
@@ -42,7 +42,7 @@ export interface VectorHit {
 
 /** One vector to write for a memory; `contentHash` is the hash of the text that was embedded. */
 export interface VectorUpsertRow {
-  memoryId: number;
+  rowId: number;
   apiKeyId: string;
   vector: Float32Array;
   contentHash: string;
@@ -79,17 +79,49 @@ export interface VecStats {
 
 /** A memory waiting for (re-)embedding. */
 export interface PendingReindexRow {
-  memoryId: number;
+  rowId: number;
   id: string;
   content: string;
   contentHash: string;
   apiKeyId: string;
 }
 
-/** What retrieval needs from any vector tier: sqlite-vec answers synchronously, Qdrant over HTTP. */
-export interface VectorSearcher {
+/** One vector search: the tenant's k nearest live memories (tenant, expiry, retention and session are the store's job). */
+export interface VectorSearchQuery {
+  apiKeyId: string;
+  vector: Float32Array;
+  k: number;
+  filter: KnnFilter;
+  signal?: AbortSignal;
+}
+
+/** Whether a store can serve searches right now, and why not. */
+export interface VectorStoreHealth {
+  ok: boolean;
+  reason: string;
+}
+
+/**
+ * One vector tier behind one interface (STYLE 13): sqlite-vec today, Qdrant next. Tenant,
+ * session and expiry filtering is part of `search`, never the caller's job; a store that cannot
+ * answer throws VectorUnavailableError so retrieval falls back to keywords with a reason.
+ */
+export interface VectorStore {
+  readonly kind: 'sqlite-vec' | 'qdrant';
+  /** The store can be used at all in this process (extension loaded, client configured). */
   available(): boolean;
-  knn(apiKeyId: string, vector: Float32Array, k: number, filter: KnnFilter): VectorHit[] | Promise<VectorHit[]>;
+  /** The signature the stored vectors were built for; null before the first build. */
+  activeSignature(): string | null;
+  /** The signature vectors of this embedding resolution get in this store (null while the width is unknown). */
+  signatureFor(resolution: SignatureInput): string | null;
+  /** Writes vectors; with `expectedSignature`, refuses when the index was rebuilt for another model meanwhile. */
+  upsert(rows: VectorUpsertRow[], expectedSignature?: string): Promise<UpsertManyResult>;
+  /** Removes the vectors of these memories; returns how many existed. */
+  delete(rowIds: number[]): Promise<number>;
+  search(query: VectorSearchQuery): Promise<VectorHit[]>;
+  /** How many vectors the store holds. */
+  count(): Promise<number>;
+  health(): Promise<VectorStoreHealth>;
 }
 
 export type VectorUnavailableReason =
@@ -97,7 +129,9 @@ export type VectorUnavailableReason =
   | 'index_not_built'
   | 'signature_mismatch'
   | 'dimension_mismatch'
-  | 'zero_query_vector';
+  | 'zero_query_vector'
+  | 'aborted'
+  | 'unhealthy';
 
 /** The vector tier cannot answer; callers fall back to keyword search. */
 export class VectorUnavailableError extends Error {

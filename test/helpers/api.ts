@@ -1,8 +1,8 @@
 import type { Express } from 'express';
 import type { Env } from '../../src/config/env';
-import type { ApiContext } from '../../src/context';
+import type { ApiContext } from '../../src/http/api-context';
 import { createApp } from '../../src/http/app';
-import { buildApiContext, watchRedisForRepair } from '../../src/main';
+import { buildApiContext, watchRedisForRepair } from '../../src/api';
 import { Metrics } from '../../src/metrics';
 import { TEST_TOKEN, silentLog, testEnv } from './env';
 

@@ -1,5 +1,5 @@
 import type { Env } from '../../src/config/env';
-import { openStorage } from '../../src/core';
+import { openStorage } from '../../src/services';
 import { silentLog, testEnv } from './env';
 
 /** A temp SQLite database built by the real migrations, with the storage services over it. */

@@ -4,7 +4,7 @@ import { Writable } from 'node:stream';
 import request from 'supertest';
 import { resolveManagementToken } from '../../src/auth/management-token';
 import { createApp } from '../../src/http/app';
-import { buildApiContext } from '../../src/main';
+import { buildApiContext } from '../../src/api';
 import { createLogger } from '../../src/logger';
 import { Metrics } from '../../src/metrics';
 import { buildTestApi, type TestApi } from '../helpers/api';

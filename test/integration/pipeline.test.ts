@@ -2,7 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import request from 'supertest';
 import { JOBS, JOB_NAMES } from '../../src/queue/jobs';
-import { QUEUE_NAMES } from '../../src/queue/queue-names';
+import { QUEUE_NAMES } from '../../src/config/queue-names';
 import { assertRegistryComplete, startWorker, type RunningWorker } from '../../workers/main';
 import { registry } from '../../workers/registry';
 import type { Registry } from '../../workers/context';

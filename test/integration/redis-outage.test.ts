@@ -34,7 +34,7 @@ describe('Redis outage while the api takes writes', () => {
         expect(Date.now() - started).toBeLessThan(1000);
       }
       // An update of content is a job too; a metadata-only one is not.
-      const one = t.ctx.memory.repo.findByKey('k', 'fact-3')!;
+      const one = t.ctx.memory.findByKey('k', 'fact-3')!;
       expect((await request(t.app).put(`/api/memory/${one.id}`).set(t.auth).send({ content: 'my dog number 3' })).status).toBe(200);
       expect(t.ctx.queues.outboxCount()).toBe(21);
       expect((await request(t.app).get('/readyz')).status).toBe(503);

@@ -107,7 +107,7 @@ describe('retrieval', () => {
     const r = await keys('A', { strategy: 'exact' });
     expect(r.slice(0, 2)).toEqual(['order', 'ticket']);
     for (let i = 0; i < 150; i++) t.ctx.memory.create(memoryInput({ apiKeyId: 'C', key: `noise${i}`, content: `noise row ${i}` }), api);
-    const oldest = t.ctx.memory.repo.findByKey('C', 'noise0')!;
+    const oldest = t.ctx.memory.findByKey('C', 'noise0')!;
     t.ctx.memory.create(memoryInput({ apiKeyId: 'C', key: 'needle', content: 'the needle is older' }), api);
     t.ctx.db.db.prepare("UPDATE memories SET created_at = '2000-01-01T00:00:00.000Z' WHERE api_key_id = 'C' AND key = 'needle'").run();
     expect(await keys('C', { strategy: 'exact', query: 'needle', retentionDays: 365 })).toEqual(['needle']);
@@ -179,11 +179,11 @@ describe('retrieval', () => {
   });
 
   it('records access through a job, not on the request path; previews record nothing', async () => {
-    const before = t.ctx.memory.repo.findByKey('A', 'pizza')!.accessCount;
+    const before = t.ctx.memory.findByKey('A', 'pizza')!.accessCount;
     await t.ctx.retrieval.retrieve('A', opts({ strategy: 'hybrid', query: 'pizza' }), { preview: true });
     await t.ctx.retrieval.retrieve('A', opts({ strategy: 'hybrid', query: 'pizza' }));
-    expect(t.ctx.memory.repo.findByKey('A', 'pizza')!.accessCount).toBe(before);
-    await waitUntil(() => t.ctx.memory.repo.findByKey('A', 'pizza')!.accessCount === before + 1, 10_000, 'access recorded');
+    expect(t.ctx.memory.findByKey('A', 'pizza')!.accessCount).toBe(before);
+    await waitUntil(() => t.ctx.memory.findByKey('A', 'pizza')!.accessCount === before + 1, 10_000, 'access recorded');
   });
 
   it('POST /api/memory/retrieve-preview has the original’s shape, no side effects, all tenants without apiKeyId', async () => {

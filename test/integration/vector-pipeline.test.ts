@@ -55,13 +55,13 @@ describe('embeddings → sqlite-vec through the job pipeline', () => {
 
   it('every create and content update enqueues embed-memory; a metadata-only update does not', async () => {
     const created = (await post('a puppy and a kitten', 'pets')).body.memory;
-    await waitUntil(() => t.ctx.memory.repo.findById(created.id)?.needsReindex === false, 10_000, 'embedded');
+    await waitUntil(() => t.ctx.memory.findFresh(created.id)?.needsReindex === false, 10_000, 'embedded');
     expect(vec().rowCount).toBe(32);
     await request(t.app).put(`/api/memory/${created.id}`).set(t.auth).send({ metadata: { x: 1 } }).expect(200);
-    expect(t.ctx.memory.repo.findById(created.id)?.needsReindex).toBe(false);
+    expect(t.ctx.memory.findFresh(created.id)?.needsReindex).toBe(false);
     await request(t.app).put(`/api/memory/${created.id}`).set(t.auth).send({ content: 'bread and cheese for lunch' }).expect(200);
-    expect(t.ctx.memory.repo.findById(created.id)?.needsReindex).toBe(true);
-    await waitUntil(() => t.ctx.memory.repo.findById(created.id)?.needsReindex === false, 10_000, 're-embedded');
+    expect(t.ctx.memory.findFresh(created.id)?.needsReindex).toBe(true);
+    await waitUntil(() => t.ctx.memory.findFresh(created.id)?.needsReindex === false, 10_000, 're-embedded');
     // Deleting the memory deletes its vector in the same transaction.
     await request(t.app).delete(`/api/memory/${created.id}`).set(t.auth).expect(200);
     expect(vec().rowCount).toBe(31);

@@ -7,9 +7,9 @@ export const expireMemories: Handler<'expire-memories'> = async (data, { job, ct
   let deleted = 0;
   for (;;) {
     await yieldIfStopping();
-    const ids = ctx.memory.repo.expiredIds(now, data.batchSize);
-    if (ids.length === 0) break;
-    deleted += ctx.memory.deleteMany(ids, { source: 'expiry', jobId: job.id ?? null }, 'expire');
+    const n = ctx.memory.expireBatch(now, data.batchSize, { source: 'expiry', jobId: job.id ?? null });
+    if (n === 0) break;
+    deleted += n;
     await job.updateProgress({ phase: 'deleting', done: deleted });
   }
   return { deleted };

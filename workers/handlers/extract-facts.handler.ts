@@ -1,6 +1,5 @@
 import { buildFactMetadata, extractFactsFromText, type ExtractedFact } from '../../src/memory/extraction';
 import type { CreateMemoryInput } from '../../src/memory/types';
-import { enqueueEmbeds } from '../../src/memory/embed-on-write';
 import type { Handler } from '../context';
 
 /**
@@ -28,6 +27,6 @@ export const extractFacts: Handler<'extract-facts'> = async (data, { job, ctx })
   }));
   // Re-asserted facts are upserted too: that refreshes updated_at (the retention window) without re-embedding.
   const changes = ctx.memory.upsertMany(inputs, { source: 'extraction', jobId: job.id ?? null, requestId: data.requestId });
-  const embeds = await enqueueEmbeds(ctx.queues, changes);
+  const embeds = await ctx.reindex.enqueueEmbeds(changes);
   return { facts: facts.length, changed: changes.length, embedsQueued: embeds };
 };

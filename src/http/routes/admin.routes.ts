@@ -4,7 +4,7 @@ import { ExpressAdapter } from '@bull-board/express';
 import cookieParser from 'cookie-parser';
 import { Router } from 'express';
 import { z } from 'zod';
-import type { ApiContext } from '../../context';
+import type { ApiContext } from '../api-context';
 import { safeEqual } from '../../auth/management-token';
 import { MGMT_COOKIE, adminSessionValue, requireManagement } from '../auth';
 

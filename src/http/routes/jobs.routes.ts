@@ -1,9 +1,9 @@
 import { Router } from 'express';
 import type { Job } from 'bullmq';
-import type { ApiContext } from '../../context';
+import type { ApiContext } from '../api-context';
 import { conflict, notFound, unavailable } from '../../errors';
 import type { JobEvent } from '../../queue/job-events';
-import { QUEUE_NAMES } from '../../queue/queue-names';
+import { QUEUE_NAMES } from '../../config/queue-names';
 import { handle } from '../validate';
 import { jobParams } from './jobs.schema';
 

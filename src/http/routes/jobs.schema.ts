@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { QUEUE_NAMES } from '../../queue/queue-names';
+import { QUEUE_NAMES } from '../../config/queue-names';
 
 export const jobParams = z.object({
   queue: z.enum(QUEUE_NAMES),

@@ -1,6 +1,6 @@
 import { Router } from 'express';
 import { z } from 'zod';
-import type { ApiContext } from '../../context';
+import type { ApiContext } from '../api-context';
 import { notFound } from '../../errors';
 import { handle } from '../validate';
 

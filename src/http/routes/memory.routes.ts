@@ -2,8 +2,7 @@ import { Router } from 'express';
 import { conflict, notFound } from '../../errors';
 import { listEmbeddingProviders } from '../../embedding/embedding.service';
 import { engineStatus } from '../../memory/engine-status';
-import type { ApiContext } from '../../context';
-import { liveReindex } from '../../queue/reindex-request';
+import type { ApiContext } from '../api-context';
 import { handle } from '../validate';
 import { createBody, idParams, listQuery, previewBody, reindexBody, updateBody } from './memory.schema';
 
@@ -103,16 +102,15 @@ export function memoryRoutes(ctx: ApiContext): Router {
   r.post(
     '/reindex',
     handle({ body: reindexBody }, async ({ body }, _req, res) => {
-      const running = await liveReindex(ctx.queues);
-      if (running) throw conflict('A reindex job is already running', { jobId: running.id, state: await running.getState() });
-      const pending = ctx.vectors.countPending();
-      const { jobId, queue, via } = await ctx.queues.enqueue('reindex', { force: body.force, trigger: 'api' });
+      const pending = body.force ? ctx.memory.count() : ctx.vectors.countPending();
+      const r = await ctx.reindex.request('api', body.force);
+      if (r.existing) throw conflict('A reindex job is already running', { jobId: r.jobId });
       res.status(202);
-      return { jobId, queue, started: true, pending: body.force ? ctx.memory.list({}, 1, 0).total : pending, via };
+      return { jobId: r.jobId, queue: r.queue, started: true, pending, via: r.via };
     }),
   );
 
-  r.get('/engine-status', handle({}, () => engineStatus(ctx)));
+  r.get('/engine-status', handle({}, () => engineStatus({ ...ctx, fts: ctx.db.db, vecError: ctx.db.vecError })));
 
   r.get('/embedding-providers', handle({}, () => ({ providers: listEmbeddingProviders(ctx.env) })));
 

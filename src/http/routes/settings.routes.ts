@@ -1,9 +1,8 @@
 import { Router } from 'express';
-import type { ApiContext } from '../../context';
+import type { ApiContext } from '../api-context';
 import { AppError } from '../../errors';
 import { memorySettingsUpdateSchema, type MemorySettings } from '../../memory/settings';
 import { OutboundUrlError, customEmbeddingsUrl } from '../../net/url-policy';
-import { requestReindex } from '../../queue/reindex-request';
 import { handle } from '../validate';
 
 /** Fields that decide which vectors are built: changing one starts a reindex job (a no-op when the signature stays). */
@@ -30,7 +29,7 @@ export function settingsRoutes(ctx: ApiContext): Router {
       const before = ctx.settings.memory();
       const after = ctx.settings.updateMemory(body);
       if (EMBEDDING_FIELDS.some((f) => JSON.stringify(before[f]) !== JSON.stringify(after[f]))) {
-        await requestReindex(ctx.queues, 'auto');
+        await ctx.reindex.request('auto');
       }
       return after;
     }),

@@ -1,7 +1,7 @@
 import { Router } from 'express';
-import type { ApiContext } from '../../context';
+import type { ApiContext } from '../api-context';
 import type { Metrics } from '../../metrics';
-import { QUEUE_NAMES } from '../../queue/queue-names';
+import { QUEUE_NAMES } from '../../config/queue-names';
 import { readWorkerMetrics } from '../../queue/worker-metrics';
 import { Gauge } from 'prom-client';
 

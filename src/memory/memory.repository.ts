@@ -1,6 +1,6 @@
-import type { Db } from '../connection';
-import { StatementCache } from '../statement-cache';
-import type { EventOp, EventSource, ListFilter, Memory, MemoryEvent, MemoryRecord, MemoryType } from '../../memory/types';
+import type { Db } from '../db/connection';
+import { StatementCache } from '../db/statement-cache';
+import type { EventOp, EventSource, ListFilter, Memory, MemoryEvent, MemoryRecord, MemoryType } from './types';
 
 interface Row {
   memory_id: number;
@@ -33,7 +33,7 @@ function parseMetadata(raw: string | null): Record<string, unknown> {
 /** Row → record; malformed metadata JSON reads as {} (as the original). */
 export function rowToRecord(r: Row): MemoryRecord {
   return {
-    memoryId: r.memory_id,
+    rowId: r.memory_id,
     id: r.id,
     apiKeyId: r.api_key_id,
     sessionId: r.session_id ?? '',
@@ -139,7 +139,7 @@ export class MemoryRepository {
     return Number(info.lastInsertRowid);
   }
 
-  update(memoryId: number, p: RowPatch): void {
+  update(rowId: number, p: RowPatch): void {
     const sets = ['updated_at = ?'];
     const params: unknown[] = [p.updatedAt];
     for (const [field, col] of Object.entries(COLS) as [keyof typeof COLS, string][]) {
@@ -148,12 +148,12 @@ export class MemoryRepository {
       sets.push(`${col} = ?`);
       params.push(field === 'metadata' ? JSON.stringify(v) : field === 'needsReindex' ? (v ? 1 : 0) : v);
     }
-    params.push(memoryId);
+    params.push(rowId);
     this.stmt(`UPDATE memories SET ${sets.join(', ')} WHERE memory_id = ?`).run(...params);
   }
 
-  delete(memoryId: number): boolean {
-    return this.stmt('DELETE FROM memories WHERE memory_id = ?').run(memoryId).changes > 0;
+  delete(rowId: number): boolean {
+    return this.stmt('DELETE FROM memories WHERE memory_id = ?').run(rowId).changes > 0;
   }
 
   findById(id: string): MemoryRecord | null {
@@ -161,8 +161,8 @@ export class MemoryRepository {
     return r ? rowToRecord(r) : null;
   }
 
-  findByMemoryId(memoryId: number): MemoryRecord | null {
-    const r = this.stmt('SELECT * FROM memories WHERE memory_id = ?').get(memoryId) as Row | undefined;
+  findByRowId(rowId: number): MemoryRecord | null {
+    const r = this.stmt('SELECT * FROM memories WHERE memory_id = ?').get(rowId) as Row | undefined;
     return r ? rowToRecord(r) : null;
   }
 
@@ -198,6 +198,16 @@ export class MemoryRepository {
     return row.t;
   }
 
+  count(): number {
+    return (this.stmt('SELECT count(*) AS n FROM memories').get() as { n: number }).n;
+  }
+
+  /** Bumps access counters (not a content change, so no history row). */
+  recordAccess(ids: string[], nowIso: string): number {
+    const stmt = this.stmt('UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? WHERE id = ?');
+    return this.db.transaction(() => ids.reduce((n, id) => n + stmt.run(nowIso, id).changes, 0)).immediate();
+  }
+
   /** Ids of rows past their expiry, oldest expiry first. */
   expiredIds(nowIso: string, limit: number): string[] {
     return (
@@ -207,7 +217,7 @@ export class MemoryRepository {
   }
 
   insertEvent(e: {
-    memoryId: number;
+    rowId: number;
     memoryUuid: string;
     apiKeyId: string;
     op: EventOp;
@@ -223,7 +233,7 @@ export class MemoryRepository {
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       )
       .run(
-        e.memoryId,
+        e.rowId,
         e.memoryUuid,
         e.apiKeyId,
         e.op,

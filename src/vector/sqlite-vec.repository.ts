@@ -1,33 +1,24 @@
-import type { Db } from '../connection';
-import { StatementCache } from '../statement-cache';
-import type { PendingReindexRow, VecMeta, VecQuantization } from '../../vector/types';
+import type { Db } from '../db/connection';
+import { candidateFilterSql, type CandidateFilter } from '../db/candidate-filter';
+import { StatementCache } from '../db/statement-cache';
+import type { PendingReindexRow, VecMeta, VecQuantization } from './types';
 
-/** Filter values as bound into SQL: absent filters are null. */
-export interface VecFilterParams {
-  nowIso: string;
-  freshAfterIso: string | null;
-  sessionId: string | null;
-}
+/** The candidate filter without the tenant (the vec0 partition carries it). */
+export type VecFilterParams = Omit<CandidateFilter, 'apiKeyId'>;
 
 /** A KNN candidate; `id` is null when the joined memory is filtered out (expired, old, other session) or gone. */
 export interface KnnCandidate {
-  memoryId: number;
+  rowId: number;
   distance: number;
   id: string | null;
 }
 
 /** A scored row that passed the filters. */
 export interface ScoredRow {
-  memoryId: number;
+  rowId: number;
   distance: number;
   id: string;
 }
-
-// The memory-side filters shared by the KNN join and the exact scan (alias m = memories).
-const FILTERS = `m.api_key_id = @apiKeyId
-  AND (m.expires_at IS NULL OR m.expires_at > @nowIso)
-  AND (@freshAfterIso IS NULL OR m.updated_at >= @freshAfterIso)
-  AND (@sessionId IS NULL OR m.session_id = @sessionId)`;
 
 /** The SQL expression for a float32 blob parameter in the table's storage type ('unit' is right: vectors are normalised). */
 function queryExpr(param: string, q: VecQuantization): string {
@@ -84,26 +75,26 @@ export class VectorRepository {
   }
 
   /** The owner and current content hash of a memory, or null when it no longer exists. */
-  memoryForVector(memoryId: number): { apiKeyId: string; contentHash: string } | null {
-    const r = this.stmt('SELECT api_key_id, content_hash FROM memories WHERE memory_id = ?').get(memoryId) as
+  memoryForVector(rowId: number): { apiKeyId: string; contentHash: string } | null {
+    const r = this.stmt('SELECT api_key_id, content_hash FROM memories WHERE memory_id = ?').get(rowId) as
       | { api_key_id: string; content_hash: string }
       | undefined;
     return r ? { apiKeyId: r.api_key_id, contentHash: r.content_hash } : null;
   }
 
   /** Clears needs_reindex only while the row still holds the embedded text (a newer edit keeps its flag). */
-  clearNeedsReindex(memoryId: number, contentHash: string): boolean {
-    return this.stmt('UPDATE memories SET needs_reindex = 0 WHERE memory_id = ? AND content_hash = ?').run(memoryId, contentHash).changes > 0;
+  clearNeedsReindex(rowId: number, contentHash: string): boolean {
+    return this.stmt('UPDATE memories SET needs_reindex = 0 WHERE memory_id = ? AND content_hash = ?').run(rowId, contentHash).changes > 0;
   }
 
   // vec0 0.1.9 rejects primary keys bound as JS numbers (bound as REAL), hence BigInt.
-  deleteVector(memoryId: number): boolean {
-    return this.stmt('DELETE FROM vec_memories WHERE memory_id = ?').run(BigInt(memoryId)).changes > 0;
+  deleteVector(rowId: number): boolean {
+    return this.stmt('DELETE FROM vec_memories WHERE memory_id = ?').run(BigInt(rowId)).changes > 0;
   }
 
-  insertVector(memoryId: number, apiKeyId: string, blob: Buffer, quantization: VecQuantization): void {
+  insertVector(rowId: number, apiKeyId: string, blob: Buffer, quantization: VecQuantization): void {
     this.stmt(`INSERT INTO vec_memories (memory_id, api_key_id, embedding) VALUES (?, ?, ${queryExpr('?', quantization)})`).run(
-      BigInt(memoryId),
+      BigInt(rowId),
       apiKeyId,
       blob,
     );
@@ -115,32 +106,38 @@ export class VectorRepository {
    * caller can tell "filtered" from "partition exhausted".
    */
   knnCandidates(apiKeyId: string, blob: Buffer, k: number, quantization: VecQuantization, f: VecFilterParams): KnnCandidate[] {
+    const params: Record<string, unknown> = { query: blob, k };
+    const filters = candidateFilterSql({ ...f, apiKeyId }, 'm', params);
     return this.stmt(
       `WITH knn AS MATERIALIZED (
          SELECT memory_id, distance FROM vec_memories
          WHERE embedding MATCH ${queryExpr('@query', quantization)} AND k = @k AND api_key_id = @apiKeyId
        )
-       SELECT knn.memory_id AS memoryId, knn.distance AS distance, m.id AS id
-       FROM knn LEFT JOIN memories m ON m.memory_id = knn.memory_id AND ${FILTERS}
+       SELECT knn.memory_id AS rowId, knn.distance AS distance, m.id AS id
+       FROM knn LEFT JOIN memories m ON m.memory_id = knn.memory_id AND ${filters}
        ORDER BY knn.distance, knn.memory_id`,
-    ).all({ query: blob, k, apiKeyId, ...f }) as KnnCandidate[];
+    ).all(params) as KnnCandidate[];
   }
 
   /** Exact nearest rows among the memories that pass the filters (driven from `memories`, vec0 point lookups). */
   exactScan(apiKeyId: string, blob: Buffer, limit: number, quantization: VecQuantization, f: VecFilterParams): ScoredRow[] {
+    const params: Record<string, unknown> = { query: blob, limit };
+    const filters = candidateFilterSql({ ...f, apiKeyId }, 'm', params);
     // CROSS JOIN pins memories as the outer loop: a vec0 full scan would ignore the filters' indexes.
     return this.stmt(
-      `SELECT m.memory_id AS memoryId, m.id AS id, vec_distance_cosine(v.embedding, ${queryExpr('@query', quantization)}) AS distance
+      `SELECT m.memory_id AS rowId, m.id AS id, vec_distance_cosine(v.embedding, ${queryExpr('@query', quantization)}) AS distance
        FROM memories m CROSS JOIN vec_memories v ON v.memory_id = m.memory_id
-       WHERE ${FILTERS}
+       WHERE ${filters}
        ORDER BY distance, m.memory_id
        LIMIT @limit`,
-    ).all({ query: blob, limit, apiKeyId, ...f }) as ScoredRow[];
+    ).all(params) as ScoredRow[];
   }
 
   /** How many of the tenant's memories pass the filters (an upper bound on what a search can return). */
   countEligible(apiKeyId: string, f: VecFilterParams): number {
-    return (this.stmt(`SELECT count(*) AS n FROM memories m WHERE ${FILTERS}`).get({ apiKeyId, ...f }) as { n: number }).n;
+    const params: Record<string, unknown> = {};
+    const filters = candidateFilterSql({ ...f, apiKeyId }, 'm', params);
+    return (this.stmt(`SELECT count(*) AS n FROM memories m WHERE ${filters}`).get(params) as { n: number }).n;
   }
 
   rowCount(): number {
@@ -152,11 +149,11 @@ export class VectorRepository {
   }
 
   /** Flagged memories after a memory_id cursor, in memory_id order (the flag itself is the checkpoint). */
-  pendingReindex(limit: number, afterMemoryId: number): PendingReindexRow[] {
+  pendingReindex(limit: number, afterRowId: number): PendingReindexRow[] {
     return this.stmt(
-      `SELECT memory_id AS memoryId, id, content, content_hash AS contentHash, api_key_id AS apiKeyId
+      `SELECT memory_id AS rowId, id, content, content_hash AS contentHash, api_key_id AS apiKeyId
        FROM memories WHERE needs_reindex = 1 AND memory_id > ? ORDER BY memory_id LIMIT ?`,
-    ).all(afterMemoryId, limit) as PendingReindexRow[];
+    ).all(afterRowId, limit) as PendingReindexRow[];
   }
 
   /** Deletes vectors whose memory is gone (left behind by a process that ran without sqlite-vec). */

@@ -1,39 +1,15 @@
-import type { Db } from '../connection';
-import { StatementCache } from '../statement-cache';
-import type { MemoryRecord } from '../../memory/types';
+import type { Db } from '../db/connection';
+import { candidateFilterSql as filterSql, type CandidateFilter } from '../db/candidate-filter';
+import { StatementCache } from '../db/statement-cache';
+import type { MemoryRecord } from './types';
 import { rowToRecord } from './memory.repository';
 
-/** The filters every retrieval tier applies: tenant (null = all, management preview), expiry, retention, session. */
-export interface CandidateFilter {
-  apiKeyId: string | null;
-  nowIso: string;
-  /** Retention: rows created or re-asserted (updated_at) at or after this instant; null = no window. */
-  freshAfterIso: string | null;
-  sessionId: string | null;
-}
+export type { CandidateFilter };
 
 export interface FtsCandidate {
   record: MemoryRecord;
   /** bm25 (lower is better, negative in FTS5). */
   bm25: number;
-}
-
-function filterSql(f: CandidateFilter, alias: string, params: Record<string, unknown>): string {
-  const parts = [`(${alias}.expires_at IS NULL OR ${alias}.expires_at > @nowIso)`];
-  params.nowIso = f.nowIso;
-  if (f.apiKeyId !== null) {
-    parts.push(`${alias}.api_key_id = @apiKeyId`);
-    params.apiKeyId = f.apiKeyId;
-  }
-  if (f.freshAfterIso !== null) {
-    parts.push(`${alias}.updated_at >= @freshAfterIso`);
-    params.freshAfterIso = f.freshAfterIso;
-  }
-  if (f.sessionId !== null) {
-    parts.push(`${alias}.session_id = @sessionId`);
-    params.sessionId = f.sessionId;
-  }
-  return parts.join(' AND ');
 }
 
 /** Candidate queries of the keyword and recency tiers: all filters in SQL, never only the newest N rows. */
@@ -80,11 +56,5 @@ export class RetrievalRepository {
     const rows = this.db.prepare(`SELECT * FROM memories WHERE id IN (${ids.map(() => '?').join(',')})`).all(...ids) as Parameters<typeof rowToRecord>[0][];
     const byId = new Map(rows.map((r) => [r.id, rowToRecord(r)]));
     return ids.map((id) => byId.get(id)).filter((r): r is MemoryRecord => r !== undefined);
-  }
-
-  /** Bumps access counters (the record-access job; not a content change, so no history row). */
-  recordAccess(ids: string[], nowIso: string): number {
-    const stmt = this.stmt('UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? WHERE id = ?');
-    return this.db.transaction(() => ids.reduce((n, id) => n + stmt.run(nowIso, id).changes, 0)).immediate();
   }
 }

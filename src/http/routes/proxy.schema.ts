@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { MAX_SESSION_ID_LENGTH } from '../memory/injection';
+import { MAX_SESSION_ID_LENGTH } from '../../memory/injection';
 
 /** One chat message: a role is required; content and every other field (name, tool_calls, cache_control…) are the provider's business. */
 const chatMessage = z.looseObject({

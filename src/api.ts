@@ -2,16 +2,14 @@ import type { Server } from 'node:http';
 import { ApiKeyService } from './auth/api-keys.service';
 import { resolveManagementToken } from './auth/management-token';
 import { loadEnv, type Env } from './config/env';
-import type { ApiContext } from './context';
-import { openStorage, openVectorTier } from './core';
-import { embedOnWrite } from './memory/embed-on-write';
+import type { ApiContext } from './http/api-context';
+import { openServices } from './services';
 import { rerankerFromEnv } from './memory/rerank';
 import { RetrievalService } from './memory/retrieval.service';
 import { createApp } from './http/app';
 import { createLogger, type Logger } from './logger';
 import { Metrics } from './metrics';
 import { JobEventsHub } from './queue/job-events';
-import { QueueLayer } from './queue/queues';
 import { checkEvictionPolicy } from './queue/redis';
 import { Shutdown } from './shutdown';
 
@@ -26,18 +24,18 @@ export interface RunningApi {
 /** Builds the api context (storage, queues, auth) without listening. */
 export function buildApiContext(env: Env, log: Logger, opts: { dbFile?: string } = {}): ApiContext {
   const managementToken = resolveManagementToken(env, log);
-  const storage = openStorage(env, log, opts.dbFile);
-  const queues = new QueueLayer(env, log, storage.db.db, 'api');
-  const vectorTier = openVectorTier(env, log, storage);
-  embedOnWrite(storage.memory, queues, log);
-  const retrieval = new RetrievalService({ env, log, db: storage.db.db, settings: storage.settings, ...vectorTier, reranker: rerankerFromEnv(env, log), queues });
+  const services = openServices(env, log, 'api', { dbFile: opts.dbFile });
+  // Every committed content change gets its embedding job (or an outbox row while Redis is down);
+  // the row's needs_reindex flag is the durable record, so a lost enqueue is caught by repair-sweep.
+  services.memory.addHooks({
+    afterCommit: (changes) => {
+      services.reindex.enqueueEmbeds(changes).catch((err) => log.warn({ err: { message: (err as Error).message } }, 'could not enqueue embedding; repair-sweep will'));
+    },
+  });
+  const retrieval = new RetrievalService({ ...services, db: services.db.db, reranker: rerankerFromEnv(env, log) });
   return {
-    env,
-    log,
-    ...storage,
-    ...vectorTier,
-    queues,
-    apiKeys: new ApiKeyService(storage.db.db),
+    ...services,
+    apiKeys: new ApiKeyService(services.db.db),
     managementToken,
     jobEvents: new JobEventsHub(env, log),
     retrieval,

@@ -1,14 +1,14 @@
 import crypto from 'node:crypto';
 import { Router, type Request, type Response } from 'express';
-import type { ApiContext } from '../context';
-import { apiKeyOf } from '../http/auth';
-import { handle } from '../http/validate';
-import { lastUserText, responseText } from '../memory/chat-text';
-import type { ChatRequest } from '../memory/injection';
-import { applyMemory, enqueueExtraction, extractionPayload, memoryPlan, setMemoryHeaders } from './memory-phase';
+import type { ApiContext } from '../api-context';
+import { apiKeyOf } from '../auth';
+import { handle } from '../validate';
+import { lastUserText, responseText } from '../../memory/chat-text';
+import type { ChatRequest } from '../../memory/injection';
+import { applyMemory, enqueueExtraction, extractionPayload, memoryPlan, setMemoryHeaders } from '../../proxy/memory-phase';
 import { chatCompletionBody, observeBody } from './proxy.schema';
-import { relayBody, relaySse, SseDeltaCollector } from './stream-tee';
-import { isEventStream, passThroughHeaders, upstreamErrorCode, upstreamFailure, UpstreamClient, type UpstreamResponse } from './upstream';
+import { relayBody, relaySse, SseDeltaCollector } from '../../proxy/stream-tee';
+import { isEventStream, passThroughHeaders, upstreamErrorCode, upstreamFailure, UpstreamClient, type UpstreamResponse } from '../../proxy/upstream';
 
 /** A non-streaming reply larger than this is relayed but not parsed for extraction. */
 const MAX_PARSED_REPLY_BYTES = 8 * 1_048_576;

@@ -1,4 +1,4 @@
-import type { Db } from '../connection';
+import type { Db } from '../db/connection';
 
 /** Key → JSON value rows of the `settings` table. */
 export class SettingsRepository {

@@ -1,4 +1,4 @@
-import type { Db } from '../connection';
+import type { Db } from '../db/connection';
 
 export interface OutboxRow {
   outboxId: number;

@@ -1,0 +1,54 @@
+import type { Env } from './config/env';
+import { openDatabase, type DbHandle } from './db/connection';
+import { migrate } from './db/migrate';
+import { EmbeddingService } from './embedding/embedding.service';
+import type { Logger } from './logger';
+import { MemoryReadCache } from './memory/read-cache';
+import { MemoryService } from './memory/memory.service';
+import { ReindexService } from './memory/reindex.service';
+import { SettingsService } from './memory/settings';
+import { QueueLayer } from './queue/queues';
+import type { RedisRole } from './queue/redis';
+import { SqliteVecStore } from './vector/sqlite-vec.store';
+
+/** What lives in the SQLite file: the memory store, settings and the sqlite-vec tier. */
+export interface Storage {
+  db: DbHandle;
+  memory: MemoryService;
+  settings: SettingsService;
+  vectors: SqliteVecStore;
+}
+
+/** The services both processes share: built once at boot, passed down explicitly. */
+export interface Services extends Storage {
+  env: Env;
+  log: Logger;
+  queues: QueueLayer;
+  embedding: EmbeddingService;
+  reindex: ReindexService;
+}
+
+/** Opens SQLite, applies migrations and builds the storage services; deleting a memory deletes its vector in the same transaction. */
+export function openStorage(env: Env, log: Logger, file?: string): Storage {
+  const db = openDatabase({ dataDir: env.DATA_DIR, file, busyTimeoutMs: env.SQLITE_BUSY_TIMEOUT_MS, disableVec: env.VECTOR_STORE_DISABLE_VEC, log });
+  try {
+    migrate(db.db, log);
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+  const memory = new MemoryService(db.db, new MemoryReadCache(env.MEMORY_CACHE_MAX, env.MEMORY_CACHE_TTL_MS));
+  const settings = new SettingsService(db.db, env.SETTINGS_CACHE_TTL_MS);
+  const vectors = new SqliteVecStore(db.db, { vecLoaded: db.vecLoaded, quantization: env.MEMORY_VEC_QUANTIZATION });
+  memory.addHooks({ onDeleteInTx: (rowId) => vectors.deleteInTx(rowId) });
+  return { db, memory, settings, vectors };
+}
+
+/** Storage plus queues, embeddings and the reindex service, for the api or a worker process. */
+export function openServices(env: Env, log: Logger, role: RedisRole, opts: { dbFile?: string } = {}): Services {
+  const storage = openStorage(env, log, opts.dbFile);
+  const queues = new QueueLayer(env, log, storage.db.db, role);
+  const embedding = new EmbeddingService(env, { log });
+  const reindex = new ReindexService({ ...storage, embedding, queues, log });
+  return { env, log, ...storage, queues, embedding, reindex };
+}
