@@ -3,6 +3,7 @@ import { estimateTokens } from './tokens';
 import {
   buildFtsQuery,
   getRelevanceScore,
+  MAX_SCORE_QUERY_TOKENS,
   rrfFuse,
   selectWithinBudget,
   truncateToTokens,
@@ -15,15 +16,47 @@ describe('getRelevanceScore (digest §2.3)', () => {
   const mem = (content: string, key = '', metadata: unknown = {}) => ({ content, key, metadata });
 
   it('adds 20 per haystack holding the phrase, 3 per token occurrence, 6 once per token found in the key', () => {
-    // content: phrase 20 + dark 3 + mode 3; key: phrase absent, dark 6, mode 6; metadata: nothing.
+    // content: phrase 20 + dark 3 + mode 3; key (tokens preference, dark, mode): phrase 20, dark 6, mode 6;
+    // metadata (tokens category, preference): nothing.
     const m = mem('likes dark mode', 'preference:dark_mode', { category: 'preference' });
-    expect(getRelevanceScore(m, 'dark mode')).toBe(26 + 12);
+    expect(getRelevanceScore(m, 'dark mode')).toBe(26 + 32);
   });
 
-  it('counts non-overlapping occurrences', () => {
-    // "aaaa" holds "aa" twice without overlap: 20 (phrase) + 2 × 3.
-    expect(getRelevanceScore(mem('aaaa'), 'aa')).toBe(26);
+  it('counts whole-token occurrences, not substrings', () => {
     expect(getRelevanceScore(mem('tea tea tea'), 'tea')).toBe(20 + 9);
+    // A substring test scored "aa" twice inside "aaaa" and "tea" inside "teapot".
+    expect(getRelevanceScore(mem('aaaa'), 'aa')).toBe(0);
+    expect(getRelevanceScore(mem('teapot tea'), 'tea')).toBe(20 + 3);
+  });
+
+  it('tokenizes like FTS5: punctuation does not stick to words and one-letter tokens match only themselves', () => {
+    // The whitespace split kept "python?" as a token, so the question matched nothing.
+    expect(getRelevanceScore(mem('I like python'), 'Python?')).toBe(20 + 3);
+    expect(getRelevanceScore(mem('likes dark mode'), 'dark-mode')).toBe(20 + 3 + 3);
+    // "a" was a substring of nearly every memory.
+    expect(getRelevanceScore(mem('likes java and bananas'), 'a')).toBe(0);
+    expect(getRelevanceScore(mem('plan a or plan b'), 'a')).toBe(20 + 3);
+    // remove_diacritics: "cafe" finds "café" in both tiers.
+    expect(getRelevanceScore(mem('drinks Café au lait'), 'cafe')).toBe(20 + 3);
+    expect(getRelevanceScore(mem('uses v2.5 now'), 'v2.5')).toBe(20 + 3 + 3);
+  });
+
+  it('checks the phrase on the token sequence: the query tokens must be contiguous', () => {
+    expect(getRelevanceScore(mem('Dark, mode!'), 'dark mode')).toBe(20 + 6);
+    expect(getRelevanceScore(mem('mode dark'), 'dark mode')).toBe(6);
+    expect(getRelevanceScore(mem('dark blue mode'), 'dark mode')).toBe(6);
+  });
+
+  it('reads metadata JSON escapes as separators, not as letters glued to the next word', () => {
+    const m = mem('x', '', { note: 'line1\nline2' });
+    expect(getRelevanceScore(m, 'line2')).toBe(20 + 3);
+    expect(getRelevanceScore(m, 'nline2')).toBe(0);
+  });
+
+  it(`looks at the first ${MAX_SCORE_QUERY_TOKENS} query tokens only`, () => {
+    const words = Array.from({ length: MAX_SCORE_QUERY_TOKENS + 10 }, (_, i) => `w${i}z`);
+    expect(getRelevanceScore(mem('w0z'), words.join(' '))).toBe(3);
+    expect(getRelevanceScore(mem(`w${MAX_SCORE_QUERY_TOKENS + 5}z`), words.join(' '))).toBe(0);
   });
 
   it('scores metadata through its JSON text', () => {
@@ -57,7 +90,7 @@ describe('getRelevanceScore (digest §2.3)', () => {
   it('ranks the more relevant memory higher', () => {
     const q = 'favorite editor';
     const a = mem('favorite editor is Vim', 'preference:favorite_editor');
-    const b = mem('likes editors in general');
+    const b = mem('likes a good editor');
     const c = mem('hates meetings');
     const scores = [a, b, c].map((m) => getRelevanceScore(m, q));
     expect(scores[0]).toBeGreaterThan(scores[1]);
@@ -84,7 +117,9 @@ describe('buildFtsQuery', () => {
   });
 
   it('keeps letters and digits of every script (accents, CJK, Cyrillic, Devanagari with its vowel signs)', () => {
-    expect(buildFtsQuery('Ich mag Käse')).toBe('"ich" OR "mag" OR "käse"');
+    // Folded as FTS5 folds (remove_diacritics 2), so the query and relevance tokens are the indexed ones.
+    expect(buildFtsQuery('Ich mag Käse')).toBe('"ich" OR "mag" OR "kase"');
+    expect(buildFtsQuery('NAÏVE Café?')).toBe('"naive" OR "cafe"');
     expect(buildFtsQuery('東京 タワー')).toBe('"東京" OR "タワー"');
     expect(buildFtsQuery('Привет, мир')).toBe('"привет" OR "мир"');
     expect(buildFtsQuery('हिन्दी भाषा')).toBe('"हिन्दी" OR "भाषा"');
@@ -133,31 +168,32 @@ describe('buildFtsQuery', () => {
     });
     afterAll(() => db.close());
 
-    // The original's special-character queries (digest §9) plus operator-shaped ones: each is null or a valid MATCH.
-    const special = [
-      '"quoted phrase"',
-      'C++ language',
-      'Johnson & Johnson',
-      'dash-separated-query',
-      'parens(test)',
-      'asterisk*wildcard',
-      "single'quote",
-      'hello OR (world) AND "quoted"',
-      'NEAR(a b)',
-      'col:value',
-      'key:python',
-      '^start',
-      '',
-      '*** ((( ))) """ ^^^ :::',
-      '-python',
-      'python NOT rocks',
-      '{content key}: python',
-      'a"b"c',
+    // The original's special-character queries (digest §9) plus operator-shaped ones, with the exact
+    // expression each must become: null, or quoted words that run as a valid MATCH.
+    const special: [string, string | null][] = [
+      ['"quoted phrase"', '"quoted" OR "phrase"'],
+      ['C++ language', '"c" OR "language"'],
+      ['Johnson & Johnson', '"johnson"'],
+      ['dash-separated-query', '"dash" OR "separated" OR "query"'],
+      ['parens(test)', '"parens" OR "test"'],
+      ['asterisk*wildcard', '"asterisk" OR "wildcard"'],
+      ["single'quote", '"single" OR "quote"'],
+      ['hello OR (world) AND "quoted"', '"hello" OR "world" OR "quoted"'],
+      ['NEAR(a b)', '"near" OR "b"'],
+      ['col:value', '"col" OR "value"'],
+      ['key:python', '"key" OR "python"'],
+      ['^start', '"start"'],
+      ['', null],
+      ['*** ((( ))) """ ^^^ :::', null],
+      ['-python', '"python"'],
+      ['python NOT rocks', '"python" OR "rocks"'],
+      ['{content key}: python', '"content" OR "key" OR "python"'],
+      ['a"b"c', '"b" OR "c"'],
     ];
-    it.each(special)('%j is null or runs without error', (q) => {
+    it.each(special)('%j becomes %j, which runs without error', (q, expected) => {
       const fts = buildFtsQuery(q);
-      if (fts === null) return;
-      expect(() => match(fts)).not.toThrow();
+      expect(fts).toBe(expected);
+      if (expected !== null) expect(() => match(expected)).not.toThrow();
     });
 
     it('the raw inputs really are invalid or different FTS5 syntax (so sanitising matters)', () => {
@@ -186,6 +222,26 @@ describe('buildFtsQuery', () => {
 
     it('matches across diacritics (remove_diacritics 2)', () => {
       expect(match(buildFtsQuery('cafe')!)).toEqual(['drinks café au lait']);
+      expect(match(buildFtsQuery('CAFÉ')!)).toEqual(['drinks café au lait']);
+    });
+
+    it('the FTS tier and the relevance score agree on which memory a one-word query matches', () => {
+      const texts = ['I like python', 'uses C++ daily', 'e-mail me', 'हिन्दी भाषा', 'snake_case names', 'v2.5 released', 'bananas and java', 'Ｆｕｌｌ-width text'];
+      const agree = new Database(':memory:');
+      agree.exec("CREATE VIRTUAL TABLE a USING fts5(content, tokenize='unicode61 remove_diacritics 2')");
+      const ins = agree.prepare('INSERT INTO a (content) VALUES (?)');
+      for (const t of texts) ins.run(t);
+      const found = (q: string): string[] =>
+        (agree.prepare('SELECT content FROM a WHERE a MATCH ?').all(buildFtsQuery(q)) as { content: string }[]).map((r) => r.content);
+      try {
+        // Each query word is matched by at least one tier in some row, or by none (email, banana, full).
+        for (const q of ['PYTHON!', 'python?', 'c', 'mail', 'email', 'हिन्दी', 'भाषा', 'snake', 'case', 'v2', 'banana', 'bananas', 'java', 'ｆｕｌｌ', 'full']) {
+          const byScore = texts.filter((t) => getRelevanceScore({ content: t, key: '', metadata: {} }, q) > 0);
+          expect([q, found(q).sort()]).toEqual([q, byScore.sort()]);
+        }
+      } finally {
+        agree.close();
+      }
     });
 
     it('ORed terms rank rows matching more terms first (bm25)', () => {

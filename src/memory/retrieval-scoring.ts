@@ -3,6 +3,7 @@
  * FTS5 MATCH builder, weighted reciprocal rank fusion and the token-budget walk.
  */
 import { estimateTokens } from './tokens';
+import { tokenize } from './tokenize';
 
 /** Most query tokens the relevance score looks at: bounds CPU on a 64 KiB query (the original's primary snapshot had no cap, later upstream capped at 256). */
 export const MAX_SCORE_QUERY_TOKENS = 256;
@@ -14,40 +15,58 @@ export interface ScorableMemory {
   metadata: unknown;
 }
 
-function countOccurrences(haystack: string, needle: string): number {
-  let n = 0;
-  let pos = haystack.indexOf(needle);
-  while (pos !== -1) {
-    n++;
-    pos = haystack.indexOf(needle, pos + needle.length);
-  }
-  return n;
+// A JSON escape (\n, \", \u00e9) would otherwise glue its letter to the next word ("\nline" → "nline").
+const JSON_ESCAPE = /\\(?:u[0-9a-fA-F]{4}|.)/g;
+
+/** A haystack as the score sees it: how often each FTS5 token occurs, and the tokens space-joined and space-framed for phrase tests. */
+interface Haystack {
+  joined: string;
+  counts: Map<string, number>;
 }
 
-/** The original's keyword relevance (digest §2.3): +20 per haystack holding the whole query, +6 once per token found in the key, +3 per token occurrence elsewhere — including its quirk that content equal to the key is scored like the key. */
+function haystack(text: string): Haystack {
+  const tokens = tokenize(text);
+  const counts = new Map<string, number>();
+  for (const t of tokens) counts.set(t, (counts.get(t) ?? 0) + 1);
+  // Tokens never hold a space, so " a b " containing " x y " means x y are consecutive tokens.
+  return { joined: ` ${tokens.join(' ')} `, counts };
+}
+
+// Retrieval scores every candidate against one query, and a 64 KiB query takes milliseconds to tokenize.
+let lastQuery: { text: string; tokens: string[]; phrase: string } | undefined;
+
+/** The scored query tokens (at most MAX_SCORE_QUERY_TOKENS) and the whole query as a framed phrase. */
+function parseQuery(text: string): { tokens: string[]; phrase: string } {
+  if (lastQuery?.text !== text) {
+    const all = tokenize(text);
+    lastQuery = { text, tokens: all.slice(0, MAX_SCORE_QUERY_TOKENS), phrase: ` ${all.join(' ')} ` };
+  }
+  return lastQuery;
+}
+
+/** The original's keyword relevance (digest §2.3) on FTS5's tokens: +20 per haystack whose tokens hold the query's tokens in a row, +6 once per query token found in the key, +3 per whole-token occurrence elsewhere — including its quirk that content equal to the key is scored like the key. */
 export function getRelevanceScore(memory: ScorableMemory, query: string): number {
   if (typeof query !== 'string') return 0;
-  const q = query.toLowerCase().trim();
-  if (!q) return 0;
-  const content = typeof memory?.content === 'string' ? memory.content.toLowerCase() : '';
-  const key = typeof memory?.key === 'string' ? memory.key.toLowerCase() : '';
-  let meta: string;
+  // The FTS tier's tokenizer, so "Python?" matches "python" and "a" matches only the word "a".
+  const { tokens, phrase } = parseQuery(query);
+  if (tokens.length === 0) return 0;
+  let metaText: string;
   try {
-    meta = (JSON.stringify(memory?.metadata ?? {}) ?? '{}').toLowerCase();
+    metaText = (JSON.stringify(memory?.metadata ?? {}) ?? '{}').replace(JSON_ESCAPE, ' ');
   } catch {
-    meta = '{}';
+    metaText = '{}';
   }
-  const tokens = q.split(/\s+/).filter(Boolean).slice(0, MAX_SCORE_QUERY_TOKENS);
+  const key = haystack(typeof memory?.key === 'string' ? memory.key : '');
+  const content = haystack(typeof memory?.content === 'string' ? memory.content : '');
   let score = 0;
-  for (const haystack of [content, key, meta]) {
-    if (haystack.includes(q)) score += 20;
+  for (const h of [content, key, haystack(metaText)]) {
+    if (h.joined.includes(phrase)) score += 20;
+    // The original decides "is this the key?" by comparing haystacks, hence the quirk.
+    const isKey = h.joined === key.joined;
     for (const token of tokens) {
-      // The original decides "is this the key?" by comparing strings, hence the quirk.
-      if (haystack === key && haystack.includes(token)) {
-        score += 6;
-        continue;
-      }
-      score += 3 * countOccurrences(haystack, token);
+      const n = h.counts.get(token) ?? 0;
+      if (isKey) score += n > 0 ? 6 : 0;
+      else score += 3 * n;
     }
   }
   return score;
@@ -64,21 +83,15 @@ export const FTS_STOP_WORDS: ReadonlySet<string> = new Set(
   ).split(' '),
 );
 
-// Letters, digits and combining marks (so Devanagari, Thai… words are not cut at their vowel signs).
-const NON_WORD = /[^\p{L}\p{M}\p{N}]+/u;
-
-/** Builds a safe FTS5 MATCH expression from user text: tokens of letters/digits, lower-cased, stop-words dropped, deduped, each double-quoted and OR-ed (so bm25 ranks by how many match); null when nothing is left. */
+/** Builds a safe FTS5 MATCH expression from user text: its FTS5 tokens (see tokenize), stop-words dropped, deduped, each double-quoted and OR-ed (so bm25 ranks by how many match); null when nothing is left. */
 export function buildFtsQuery(text: unknown, opts: { maxTokens?: number } = {}): string | null {
   if (typeof text !== 'string' || text.length === 0) return null;
   const max = Math.max(1, Math.floor(opts.maxTokens ?? 32));
   const seen = new Set<string>();
-  // Splitting on everything but letters/digits/marks removes quotes, `*`, `^`, `:`, parentheses and
-  // `-`, so a token can never close its quotes or act as an operator; AND/OR/NOT/NEAR stay literal inside quotes.
-  for (const raw of text.split(NON_WORD)) {
-    if (!raw) continue;
-    const token = raw.toLowerCase();
-    // A token of only combining marks has no letter the tokenizer would index.
-    if (!/[\p{L}\p{N}]/u.test(token) || FTS_STOP_WORDS.has(token) || seen.has(token)) continue;
+  // Tokens hold only letters, digits and word-internal marks: never a quote, `*`, `^`, `:`, parenthesis
+  // or `-`, so a token can never close its quotes or act as an operator; AND/OR/NOT/NEAR stay literal inside quotes.
+  for (const token of tokenize(text)) {
+    if (FTS_STOP_WORDS.has(token) || seen.has(token)) continue;
     seen.add(token);
     if (seen.size >= max) break;
   }
