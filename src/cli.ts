@@ -80,6 +80,7 @@ async function up(): Promise<void> {
         ['--bind', '127.0.0.1', '--port', String(port), '--dir', dir, '--appendonly', 'yes', '--appendfsync', 'everysec', '--maxmemory-policy', 'noeviction', '--save', ''],
         { stdio: ['ignore', 'ignore', 'inherit'] },
       );
+      redisChild.on('error', (err) => log.error({ err: { message: err.message } }, 'could not run redis-server'));
       log.info({ dir, port }, 'no Redis answered: started redis-server with its data (AOF) under DATA_DIR/redis');
       for (let i = 0; i < 50 && !(await answers(host, port)); i++) await new Promise((r) => setTimeout(r, 100));
     }
@@ -88,6 +89,10 @@ async function up(): Promise<void> {
   for (const role of ['api', 'worker']) {
     const child = spawn(process.execPath, [self, role], { stdio: 'inherit', env: process.env });
     children.push(child);
+    child.on('error', (err) => {
+      log.error({ role, err: { message: err.message } }, 'could not start child process; stopping engram');
+      void stop(1);
+    });
     child.on('exit', (code, signal) => {
       if (stopping) return;
       log.error({ role, code, signal }, 'child process exited; stopping engram');
