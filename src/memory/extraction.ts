@@ -1,6 +1,7 @@
 /**
  * Rule-based fact extraction (DESIGN §6): the original's 20 patterns (digest §3) with polarity
- * kept in the stored sentence, Unicode-aware keys, bounded input and in-batch dedupe. Pure.
+ * kept in the stored sentence, Unicode-aware keys, questions and hypotheticals skipped, bounded
+ * input and in-batch dedupe. Pure.
  */
 import { createHash } from 'node:crypto';
 import { tailChars, MAX_TEXT_CHARS } from './chat-text';
@@ -178,6 +179,85 @@ function cleanObject(raw: string): string | null {
   return o;
 }
 
+/*
+ * Questions and hypotheticals state nothing: "What do I prefer for backend work?" once became the
+ * fact "prefers for backend work". A match counts only when its sentence asserts it.
+ */
+
+// A sentence ends at a run of ! ? … line breaks or full-width enders, or at a dot not followed by a
+// word character, so "v2.5" and "Node.js" stay inside their sentence as they stay inside TAIL.
+const SENTENCE_END = /(?:[!?…\n\r。！？]|\.(?![^\s.,;!?]))+/gu;
+const CLAUSE_MARK = /[,;:—–，；：]/u;
+const WH = String.raw`(?:what|which|how|why|when|where|who|whom|whose)`;
+const AUX = String.raw`(?:(?:do|does|did|should|would|could|can|will|shall|may|might|must|am|is|are|was|were|have|has|had)(?:n['’]?t)?|(?:wo|ca|sha)n['’]?t)`;
+const OPENING = String.raw`^[\s"'“”‘’«»(\[*_>#-]*(?:(?:so|and|but|or|ok|okay|well|hey|also|then|now|hmm+|um+|uh+|oh|btw|honestly|actually|seriously|quick\s+question|remind\s+me|tell\s+me)\b[\s,:;—–-]*)*`;
+/**
+ * "Do I like…", "Should I…", "What do I prefer…", "Which editor do I like…": the auxiliary before
+ * "I" makes it a question even without "?". A wh-word alone does not ("When I code, I usually…",
+ * "What I do is…"), so up to four words may sit between it and the inversion, none of them "I".
+ */
+const QUESTION_START = new RegExp(String.raw`${OPENING}(?:${WH}\b(?:\s+(?!i\b)[^\s,;:]+){0,4}?\s+)?${AUX}\s+i\b`, 'iu');
+// "Can you remember that I prefer Go?" asks to store a statement; it does not ask about it.
+const REQUEST = new RegExp(String.raw`${OPENING}(?:please\s+)?(?:can|could|would|will)\s+you\s+(?:please\s+)?(?:remember|note|keep\s+in\s+mind|save|store|memori[sz]e)\b`, 'iu');
+// A last clause that is its own question ("…, don't you?", "…, what do you think?", "…, right?") leaves the statement before it standing.
+const TAG_QUESTION = new RegExp(String.raw`^\s*(?:(?:and|or|but|so)\s+)?(?:${WH}|${AUX}|right|ok|okay|no|yes|yeah|eh|huh|correct|true|agreed|thoughts|you\s+know)(?![\p{L}\p{N}])`, 'iu');
+// "if I…", "what if I…", "whether I…", "unless I…", "suppose I…", "I wonder if I…": from here to the end of the clause nothing is asserted.
+const HYPOTHETICAL = /\b(?:if|whether|unless|suppose|supposing|imagine|imagining|assuming|lest|in\s+case)\b/iu;
+
+interface Sentence {
+  start: number;
+  end: number;
+  ender: string;
+  /** Matches at or after this index are inside the question; Infinity when the sentence asks nothing. */
+  asksFrom?: number;
+}
+
+function splitSentences(input: string): Sentence[] {
+  const out: Sentence[] = [];
+  let start = 0;
+  SENTENCE_END.lastIndex = 0;
+  for (let m = SENTENCE_END.exec(input); m !== null; m = SENTENCE_END.exec(input)) {
+    out.push({ start, end: m.index, ender: m[0] });
+    start = m.index + m[0].length;
+  }
+  if (start < input.length) out.push({ start, end: input.length, ender: '' });
+  return out;
+}
+
+function asksFrom(input: string, s: Sentence): number {
+  const text = input.slice(s.start, s.end);
+  if (REQUEST.test(text)) return Infinity;
+  if (QUESTION_START.test(text)) return s.start;
+  if (!/[?？]/u.test(s.ender)) return Infinity;
+  let last = text.length - 1;
+  while (last >= 0 && !CLAUSE_MARK.test(text[last])) last--;
+  return last >= 0 && TAG_QUESTION.test(text.slice(last + 1)) ? s.start + last + 1 : s.start;
+}
+
+/** Whether the text at `index` is asserted: not inside a question, nor inside an if/whether/unless/suppose clause. */
+function assertionChecker(input: string): (index: number) => boolean {
+  let sentences: Sentence[] | undefined;
+  return (index) => {
+    sentences ??= splitSentences(input);
+    let lo = 0;
+    let hi = sentences.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (sentences[mid].start <= index) lo = mid;
+      else hi = mid - 1;
+    }
+    const s = sentences[lo];
+    if (!s) return true;
+    // Classified once per sentence, so a 64 KiB text of many matches is not rescanned per match.
+    s.asksFrom ??= asksFrom(input, s);
+    if (index >= s.asksFrom) return false;
+    // Rules stop their TAIL at commas, so a clause holds at most one match per rule: this scan stays linear.
+    let clause = index;
+    while (clause > s.start && !CLAUSE_MARK.test(input[clause - 1])) clause--;
+    return !HYPOTHETICAL.test(input.slice(clause, index));
+  };
+}
+
 /** Cuts to at most `max` UTF-16 units without splitting a surrogate pair. */
 function cutChars(s: string, max: number): string {
   if (s.length <= max) return s;
@@ -208,7 +288,8 @@ export function factKey(category: FactCategory, object: string): string {
  * Extracts preference, decision and habit facts stated in the first person, keeping polarity in
  * the content ("does not like Python") and keying each fact by category plus its polarity-neutral
  * object, so "I like X" followed later by "I don't like X" updates one memory and the newer wins;
- * scans only the last 64 KiB, dedupes by key (the latest statement in the text wins) and never throws.
+ * skips questions ("Do I like Rust?") and hypotheticals ("if I preferred Go…"), scans only the last
+ * 64 KiB, dedupes by key (the latest statement in the text wins) and never throws.
  */
 export function extractFactsFromText(text: unknown): ExtractedFact[] {
   if (typeof text !== 'string' || text.trim() === '') return [];
@@ -222,11 +303,13 @@ export function extractFactsFromText(text: unknown): ExtractedFact[] {
       if (key === undefined) keys.set(memo, (key = factKey(category, object)));
       return key;
     };
+    const asserted = assertionChecker(input);
     const found: { at: number; order: number; fact: ExtractedFact }[] = [];
     RULES.forEach((rule, order) => {
       if (!rule.hints.some((h) => lower.includes(h))) return;
       rule.re.lastIndex = 0;
       for (let m = rule.re.exec(input); m !== null; m = rule.re.exec(input)) {
+        if (!asserted(m.index)) continue;
         const built = rule.build(m);
         const object = built ? cleanObject(built.object) : null;
         if (!built || !object) continue;
