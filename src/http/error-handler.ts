@@ -30,6 +30,13 @@ export function errorHandler(log: Logger): ErrorRequestHandler {
     if (type === 'entity.parse.failed') return sendError(res, 400, 'invalid_json', 'Invalid JSON body');
     if (type === 'encoding.unsupported' || type === 'charset.unsupported') return sendError(res, 415, 'unsupported_encoding', 'Unsupported body encoding');
     if (type === 'request.aborted') return sendError(res, 400, 'request_aborted', 'Request aborted');
+    // The router decodes path parameters with decodeURIComponent: a malformed escape (%ZZ) is the client's mistake.
+    if (err instanceof URIError) return sendError(res, 400, 'invalid_path', 'The URL path has a malformed percent-encoding');
+    // Other errors that say they are the client's (http-errors with a 4xx status and expose) keep their status.
+    const status = (err as { status?: unknown }).status;
+    if (typeof status === 'number' && status >= 400 && status < 500 && (err as { expose?: unknown }).expose === true) {
+      return sendError(res, status, 'bad_request', 'Bad request');
+    }
     const busy = (err as { code?: string }).code === 'SQLITE_BUSY';
     log.error({ err, requestId: res.locals.requestId, path: req.path }, 'unhandled error');
     if (busy) return sendError(res, 503, 'database_busy', 'The database is busy; retry shortly');
