@@ -61,6 +61,26 @@ describe('formatMemoryContext', () => {
     expect(formatMemoryContext([mem('real content'), mem('   '), mem(null), mem(5)])).toBe('Memory context: real content');
     expect(formatMemoryContext([mem(' '), mem('')])).toBe('');
   });
+
+  it('drops a memory whose text is already in the block (case and whitespace aside), keeping the first', () => {
+    // 114 memories injected as 58 distinct texts: the repeats only cost tokens.
+    const block = formatMemoryContext([
+      mem('Prefers Go'),
+      mem('likes tea'),
+      mem('  prefers   GO '),
+      mem('prefers\tgo'),
+      mem('likes tea'),
+      mem('prefers Go for backend work'),
+    ]);
+    expect(block).toBe('Memory context: Prefers Go\nlikes tea\nprefers Go for backend work');
+  });
+
+  it('reduces 114 memories of 58 distinct texts to 58 lines', () => {
+    const many = Array.from({ length: 114 }, (_, i) => mem(`fact ${i % 58}`));
+    const lines = formatMemoryContext(many).replace('Memory context: ', '').split('\n');
+    expect(lines).toHaveLength(58);
+    expect(new Set(lines).size).toBe(58);
+  });
 });
 
 describe('providerSupportsSystemMessage', () => {

@@ -33,13 +33,19 @@ export interface InjectOptions {
   systemMessageMustBeFirst?: boolean;
 }
 
-/** The compatible injection format: "Memory context: " + trimmed contents joined by "\n", blanks skipped; "" when nothing is left. */
+/** The compatible injection format: "Memory context: " + trimmed contents joined by "\n", blanks and repeats (case and whitespace aside) skipped; "" when nothing is left. */
 export function formatMemoryContext(memories: readonly InjectableMemory[] | null | undefined): string {
   if (!Array.isArray(memories)) return '';
   const lines: string[] = [];
+  const seen = new Set<string>();
   for (const m of memories) {
     const c = m && typeof m.content === 'string' ? m.content.trim() : '';
-    if (c) lines.push(c);
+    if (!c) continue;
+    // A repeated text adds tokens, not information (114 memories once injected 58 distinct texts); the first, best-ranked, stays.
+    const norm = c.replace(/\s+/gu, ' ').toLowerCase();
+    if (seen.has(norm)) continue;
+    seen.add(norm);
+    lines.push(c);
   }
   return lines.length ? `Memory context: ${lines.join('\n')}` : '';
 }
