@@ -2,8 +2,12 @@ import type { ErrorRequestHandler, RequestHandler } from 'express';
 import { AppError } from '../errors';
 import type { Logger } from '../logger';
 
-/** Sends the one error shape: {error:{code,message,details}, requestId}. */
+/** Seconds a client should wait before retrying a 503 (every 503 the app sends carries it). */
+export const RETRY_AFTER_SECONDS = 5;
+
+/** Sends the one error shape: {error:{code,message,details}, requestId}; a 503 also gets Retry-After. */
 export function sendError(res: Parameters<RequestHandler>[1], status: number, code: string, message: string, details: unknown = null): void {
+  if (status === 503) res.setHeader('retry-after', String(RETRY_AFTER_SECONDS));
   res.status(status).json({ error: { code, message, details }, requestId: res.locals.requestId ?? null });
 }
 
@@ -11,6 +15,20 @@ export function sendError(res: Parameters<RequestHandler>[1], status: number, co
 export const notFoundHandler: RequestHandler = (req, res) => {
   sendError(res, 404, 'not_found', `No route for ${req.method} ${req.path}`);
 };
+
+// What ioredis and BullMQ throw when Redis is down or too slow: a dependency problem, not a bug.
+const REDIS_MESSAGES = [/enableOfflineQueue options is false/i, /^Connection is closed\.?$/i, /^Command timed out$/i, /Reached the max retries per request limit/i];
+const NETWORK_CODES: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTCONN', 'NR_CLOSED']);
+
+/** Whether an error (or its cause) is a Redis connection failure from ioredis/BullMQ. */
+export function isRedisUnavailable(err: unknown, depth = 0): boolean {
+  if (!err || typeof err !== 'object' || depth > 3) return false;
+  const e = err as { name?: unknown; message?: unknown; code?: unknown; cause?: unknown };
+  if (e.name === 'MaxRetriesPerRequestError') return true;
+  if (typeof e.message === 'string' && REDIS_MESSAGES.some((re) => re.test(e.message as string))) return true;
+  if (typeof e.code === 'string' && NETWORK_CODES.has(e.code)) return true;
+  return isRedisUnavailable(e.cause, depth + 1);
+}
 
 /** Maps every error to the one shape; never a stack trace, never a secret. */
 export function errorHandler(log: Logger): ErrorRequestHandler {
@@ -36,6 +54,10 @@ export function errorHandler(log: Logger): ErrorRequestHandler {
     const status = (err as { status?: unknown }).status;
     if (typeof status === 'number' && status >= 400 && status < 500 && (err as { expose?: unknown }).expose === true) {
       return sendError(res, status, 'bad_request', 'Bad request');
+    }
+    if (isRedisUnavailable(err)) {
+      log.warn({ requestId: res.locals.requestId, path: req.path, err: { name: (err as Error).name, code: (err as { code?: unknown }).code } }, 'redis unavailable during a request');
+      return sendError(res, 503, 'dependency_unavailable', 'Redis is unreachable or not answering; retry shortly');
     }
     const busy = (err as { code?: string }).code === 'SQLITE_BUSY';
     log.error({ err, requestId: res.locals.requestId, path: req.path }, 'unhandled error');

@@ -1,5 +1,9 @@
+import IORedis from 'ioredis';
 import request from 'supertest';
 import { buildTestApi, type TestApi } from '../helpers/api';
+import { testEnv } from '../helpers/env';
+import { TestRedis } from '../helpers/redis-server';
+import { waitUntil } from '../helpers/wait';
 
 /** Status, code and requestId of an /api error answer, for one readable assertion. */
 const apiError = (r: request.Response) => ({ status: r.status, code: r.body?.error?.code, requestId: typeof r.body?.requestId });
@@ -25,5 +29,59 @@ describe('malformed percent-escapes in path parameters (P4)', () => {
     expect(apiError(r)).toEqual({ status: 400, code: 'invalid_path', requestId: 'string' });
     // The message names the problem without echoing the raw value.
     expect(r.body.error.message).not.toContain('%ZZ');
+  });
+});
+
+describe('Redis failures during a request (D7)', () => {
+  let redis: TestRedis;
+  let t: TestApi;
+  beforeAll(async () => {
+    redis = await TestRedis.start({ persist: false });
+    t = buildTestApi(testEnv({ REDIS_URL: redis.url, REPAIR_SWEEP_EVERY_MS: '0', EXPIRE_EVERY_MS: '0' }));
+    await waitUntil(() => t.ctx.queues.isReady(), 10_000, 'api connected to its Redis');
+  });
+  afterAll(async () => {
+    jest.restoreAllMocks();
+    await t.close();
+    await redis.remove();
+  });
+
+  const expect503 = (r: request.Response) => {
+    expect(apiError(r)).toEqual({ status: 503, code: 'dependency_unavailable', requestId: 'string' });
+    expect(r.headers['retry-after']).toBe('5');
+    // Our words, not ioredis' (no "enableOfflineQueue", no host:port).
+    expect(r.body.error.message).not.toMatch(/enableOfflineQueue|Command timed out|127\.0\.0\.1/);
+  };
+
+  it('a Redis that stops answering mid-request (command timeout) is a 503 with Retry-After, not a 500', async () => {
+    expect((await request(t.app).get('/api/jobs').set(t.auth)).status).toBe(200);
+    const admin = new IORedis(redis.url, { maxRetriesPerRequest: 0 });
+    admin.on('error', () => undefined);
+    try {
+      // Every client's commands wait 2 s: the api's 500 ms command timeout fires first.
+      await admin.call('CLIENT', 'PAUSE', '2000', 'ALL');
+      expect503(await request(t.app).get('/api/jobs').set(t.auth));
+    } finally {
+      await admin.call('CLIENT', 'UNPAUSE').catch(() => undefined);
+      admin.disconnect();
+    }
+  });
+
+  it('a connection that drops between the readiness check and the command is a 503 too; every 503 carries Retry-After', async () => {
+    await waitUntil(() => t.ctx.queues.isReady(), 10_000, 'api reconnected');
+    // Warm the queue objects while Redis is up, as a running api has them.
+    expect((await request(t.app).get('/api/jobs').set(t.auth)).status).toBe(200);
+    await redis.stop(true);
+    await waitUntil(() => !t.ctx.queues.isReady(), 5000, 'api noticed the outage');
+    // The 503 the route sends itself when it sees Redis down.
+    expect503(await request(t.app).get('/api/jobs').set(t.auth));
+    const ready = await request(t.app).get('/readyz');
+    expect(ready.status).toBe(503);
+    expect(ready.headers['retry-after']).toBe('5');
+    // The race: ready when checked, gone when the command runs ("Stream isn't writeable…").
+    jest.spyOn(t.ctx.queues, 'isReady').mockReturnValue(true);
+    expect503(await request(t.app).get('/api/jobs').set(t.auth));
+    expect503(await request(t.app).get('/api/jobs/extraction/1').set(t.auth));
+    jest.restoreAllMocks();
   });
 });

@@ -4,6 +4,7 @@ import type { Metrics } from '../../metrics';
 import { QUEUE_NAMES } from '../../config/queue-names';
 import { readWorkerMetrics } from '../../queue/worker-metrics';
 import { Gauge } from 'prom-client';
+import { RETRY_AFTER_SECONDS } from '../error-handler';
 
 const STATES = ['waiting', 'active', 'delayed', 'failed', 'completed', 'paused', 'prioritized', 'waiting-children'] as const;
 
@@ -36,6 +37,7 @@ export function systemRoutes(ctx: ApiContext, metrics: Metrics): Router {
     }
     checks.sqliteVec = ctx.db.vecLoaded ? { ok: true } : { ok: true, error: `vector search off: ${ctx.db.vecError}` };
     const ok = checks.sqlite.ok && checks.redis.ok;
+    if (!ok) res.setHeader('retry-after', String(RETRY_AFTER_SECONDS));
     res.status(ok ? 200 : 503).json({ status: ok ? 'ready' : 'not_ready', checks, outbox: ctx.queues.outboxCount() });
   });
 
