@@ -84,4 +84,17 @@ describe('Redis failures during a request (D7)', () => {
     expect503(await request(t.app).get('/api/jobs/extraction/1').set(t.auth));
     jest.restoreAllMocks();
   });
+
+  it("bull-board's API answers 503 in our shape while Redis is down (P5), after auth, for any case of the path", async () => {
+    expect(t.ctx.queues.isReady()).toBe(false);
+    for (const path of ['/admin/queues/api/queues', '/admin/queues/api/queues?activeQueue=extraction&page=1', '/Admin/Queues/API/queues']) {
+      const r = await request(t.app).get(path).set(t.auth).set('accept', 'application/json');
+      expect503(r);
+      expect(JSON.stringify(r.body)).not.toMatch(/ioredis|stream|ECONNREFUSED/i);
+    }
+    // Without credentials it is still a 401: the check never tells an anonymous caller about Redis.
+    expect((await request(t.app).get('/admin/queues/api/queues').set('accept', 'application/json')).status).toBe(401);
+    // The board's page itself is served (it shows its own error state).
+    expect((await request(t.app).get('/admin/queues').set(t.auth).set('accept', 'text/html')).status).toBe(200);
+  });
 });

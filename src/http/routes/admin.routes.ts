@@ -2,11 +2,12 @@ import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { ExpressAdapter } from '@bull-board/express';
 import cookieParser from 'cookie-parser';
-import { Router } from 'express';
+import { Router, type RequestHandler } from 'express';
 import { z } from 'zod';
 import type { ApiContext } from '../api-context';
 import { safeEqual } from '../../auth/management-token';
 import { MGMT_COOKIE, adminSessionValue, requireManagement } from '../auth';
+import { sendError } from '../error-handler';
 
 const loginBody = z.object({ token: z.string().max(512).default(''), next: z.string().max(256).optional() });
 
@@ -68,6 +69,11 @@ export function adminRoutes(ctx: ApiContext): Router {
   });
   const boardRouter = board.getRouter() as Router & { mountPath?: string };
   boardRouter.mountPath = '/queues';
-  r.use('/queues', requireManagement(ctx.managementToken, { allowCookie: true, loginRedirect: '/admin/login' }), boardRouter);
+  // bull-board's API would answer a 500 with an ioredis message while Redis is down: ours is a 503 (after auth).
+  const redisGuard: RequestHandler = (req, res, next) => {
+    if (!/^\/api(\/|$)/i.test(req.path) || ctx.queues.isReady()) return next();
+    sendError(res, 503, 'dependency_unavailable', 'Redis is unreachable; queue data is unavailable', { redis: ctx.queues.connection.status });
+  };
+  r.use('/queues', requireManagement(ctx.managementToken, { allowCookie: true, loginRedirect: '/admin/login' }), redisGuard, boardRouter);
   return r;
 }
