@@ -8,7 +8,7 @@ import type { QueueLayer } from '../queue/queues';
 import { VectorUnavailableError } from '../vector/types';
 import type { VectorStore } from '../vector/types';
 import type { Reranker } from './rerank';
-import type { RetrievalResolution, RetrievalResult, RetrievalStrategy, RetrievedItem, RetrieveOptions, Retriever } from './retrieval.types';
+import type { RetrievalResolution, RetrievalResult, RetrievalStrategy, RetrievedItem, RetrieveMode, RetrieveOptions, Retriever } from './retrieval.types';
 import { buildFtsQuery, getRelevanceScore, rrfFuse, selectWithinBudget, truncateToTokens } from './retrieval-scoring';
 import type { SettingsService } from './settings';
 import { estimateTokens } from './tokens';
@@ -65,7 +65,9 @@ export class RetrievalService implements Retriever {
     this.repo = new RetrievalRepository(d.db);
   }
 
-  async retrieve(apiKeyId: string | null, opts: RetrieveOptions, mode: { preview?: boolean; requestId?: string } = {}): Promise<RetrievalResult> {
+  async retrieve(apiKeyId: string | null, opts: RetrieveOptions, mode: RetrieveMode = {}): Promise<RetrievalResult> {
+    const { signal } = mode;
+    signal?.throwIfAborted();
     const settings = this.d.settings.memory();
     const budget = Math.min(16000, Math.max(1, Math.floor(opts.maxTokens)));
     const now = Date.now();
@@ -93,7 +95,12 @@ export class RetrievalService implements Retriever {
       resolution.strategyUsed = 'exact';
       if (opts.strategy !== 'exact' && !query) resolution.fallbackReason = 'empty query: newest memories first';
     } else {
-      const vec = apiKeyId === null ? ({ hits: null, reason: 'vector search is per API key; an all-tenant preview uses keywords' } as const) : await this.vectorHits(apiKeyId, query, filter, settings);
+      const vec =
+        apiKeyId === null
+          ? ({ hits: null, reason: 'vector search is per API key; an all-tenant preview uses keywords' } as const)
+          : await this.vectorHits(apiKeyId, query, filter, settings, signal);
+      // A cancelled embedding looks like a failed one: stop here rather than fall back for nobody.
+      signal?.throwIfAborted();
       if (vec.hits === null) {
         resolution.fallbackReason = vec.reason;
         ranked = this.keyword(filter, query).map((c) => ({ c, score: c.relevance, tier: 'fts5' as const }));
@@ -119,7 +126,9 @@ export class RetrievalService implements Retriever {
         query,
         items.map((it) => ({ content: it.memory.content, it })),
         settings.rerankProviderModel,
+        signal,
       );
+      signal?.throwIfAborted();
       resolution.rerankApplied = r.applied;
       resolution.rerankReason = r.reason;
       if (r.applied) items = r.items.map((x, i) => ({ ...x.it, score: r.scores[i] ?? x.it.score }));
@@ -166,11 +175,17 @@ export class RetrievalService implements Retriever {
     return out.sort((a, b) => b.relevance - a.relevance || (b.ftsScore ?? 0) - (a.ftsScore ?? 0));
   }
 
-  private async vectorHits(apiKeyId: string, query: string, filter: CandidateFilter, settings: ReturnType<SettingsService['memory']>): Promise<VectorOutcome> {
+  private async vectorHits(
+    apiKeyId: string,
+    query: string,
+    filter: CandidateFilter,
+    settings: ReturnType<SettingsService['memory']>,
+    signal: AbortSignal | undefined,
+  ): Promise<VectorOutcome> {
     if (!this.d.vectors.available()) return { hits: null, reason: 'sqlite-vec not available (degraded to FTS5)' };
     let embedded;
     try {
-      embedded = await this.d.embedding.embedOne(query, settings);
+      embedded = await this.d.embedding.embedOne(query, settings, signal);
     } catch (err) {
       return { hits: null, reason: `embedding failed: ${sanitizeEmbeddingMessage((err as Error).message)}` };
     }
@@ -186,6 +201,7 @@ export class RetrievalService implements Retriever {
         vector: embedded.vector,
         k: this.d.env.MEMORY_VEC_TOP_K,
         filter: { nowIso: filter.nowIso, freshAfterIso: filter.freshAfterIso, sessionId: filter.sessionId, signature },
+        signal,
       });
       if (hits.length === 0) return { hits: null, reason: 'vector index has no rows for this key yet' };
       return { hits: hits.filter((h) => h.score >= MIN_VECTOR_SCORE).map((h) => ({ id: h.id, score: h.score })), reason: null };

@@ -51,11 +51,20 @@ export interface RetrievalResult {
   budgetMaxTokens: number;
 }
 
+/** How a retrieval runs (not what it looks for). */
+export interface RetrieveMode {
+  /** Skip side effects (no access counts): the management preview. */
+  preview?: boolean;
+  requestId?: string;
+  /**
+   * Aborts the retrieval's outbound calls (embedding, vector search, rerank) and rejects it with the
+   * signal's reason: the memory phase fires it when it stops waiting (timeout, client gone).
+   */
+  signal?: AbortSignal;
+}
+
 /** Retrieves a key's relevant memories within a token budget (request path: reads only). */
 export interface Retriever {
-  /**
-   * `apiKeyId` null searches every tenant (management preview only). `preview` skips side effects
-   * (no access-count job).
-   */
-  retrieve(apiKeyId: string | null, opts: RetrieveOptions, mode?: { preview?: boolean; requestId?: string }): Promise<RetrievalResult>;
+  /** `apiKeyId` null searches every tenant (management preview only). */
+  retrieve(apiKeyId: string | null, opts: RetrieveOptions, mode?: RetrieveMode): Promise<RetrievalResult>;
 }

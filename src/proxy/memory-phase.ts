@@ -4,7 +4,7 @@ import { injectMemory, isNoMemoryRequested, sessionIdFromHeaders, shouldInjectMe
 import type { RetrievalStrategy, RetrievedItem, Retriever } from '../memory/retrieval.types';
 import type { MemorySettings } from '../memory/settings';
 import type { QueueLayer } from '../queue/queues';
-import { TimeoutError, withTimeout } from '../timeout';
+import { TimeoutError } from '../timeout';
 
 /** What the memory phase did for a request (the `x-memory-status` header). */
 export type MemoryStatus = 'injected' | 'empty' | 'disabled' | 'opted-out' | 'degraded';
@@ -30,6 +30,41 @@ export interface MemoryPlan {
 /** The longest the request path waits for retrieval before it forwards the request unmodified. */
 export const MEMORY_PHASE_TIMEOUT_MS = 1500;
 
+/** The caller (the client's connection) went away while retrieval ran. */
+class CallerGoneError extends Error {
+  override readonly name = 'CallerGoneError';
+}
+
+/**
+ * Runs `work` with a signal that fires after `ms` or when `caller` fires, and settles as soon as it
+ * fires: the work's outbound calls are cancelled, not left running after nobody waits for them.
+ */
+async function cancellable<T>(work: (signal: AbortSignal) => Promise<T>, ms: number, caller?: AbortSignal): Promise<T> {
+  const ac = new AbortController();
+  const stop = (reason: Error) => {
+    if (!ac.signal.aborted) ac.abort(reason);
+  };
+  const onCallerAbort = () => stop(new CallerGoneError('the caller went away'));
+  caller?.addEventListener('abort', onCallerAbort, { once: true });
+  if (caller?.aborted) onCallerAbort();
+  const timer = setTimeout(() => stop(new TimeoutError('retrieval took too long')), ms);
+  timer.unref();
+  const stopped = new Promise<never>((_, reject) => {
+    if (ac.signal.aborted) reject(ac.signal.reason);
+    else ac.signal.addEventListener('abort', () => reject(ac.signal.reason), { once: true });
+  });
+  const running = Promise.resolve().then(() => work(ac.signal));
+  // Whichever loses the race may reject later: not an unhandled rejection.
+  stopped.catch(() => undefined);
+  running.catch(() => undefined);
+  try {
+    return await Promise.race([running, stopped]);
+  } finally {
+    clearTimeout(timer);
+    caller?.removeEventListener('abort', onCallerAbort);
+  }
+}
+
 /** Decides whether memory is on for a request: settings enabled with a token budget, and no `x-omniroute-no-memory`/`x-no-memory` opt-out. */
 export function memoryPlan(settings: MemorySettings, headers: HeaderSource): MemoryPlan {
   const sessionId = sessionIdFromHeaders(headers);
@@ -38,10 +73,15 @@ export function memoryPlan(settings: MemorySettings, headers: HeaderSource): Mem
   return { settings, on: true, offStatus: null, sessionId };
 }
 
-/** Retrieves the key's memories for the last user message and returns a copy of the body with them injected plus the outcome, failing open (`degraded`, body unmodified) on an error or a retrieval slower than the bound. */
+/**
+ * Retrieves the key's memories for the last user message and returns a copy of the body with them
+ * injected plus the outcome, failing open (`degraded`, body unmodified) on an error, a retrieval
+ * slower than the bound, or `signal` firing (the client went away); the last two cancel the
+ * retrieval's outbound calls.
+ */
 export async function applyMemory(
   deps: { retrieval: Retriever; log: Logger },
-  args: { apiKeyId: string; body: ChatRequest; plan: MemoryPlan; requestId: string; logRequestId?: string; timeoutMs?: number },
+  args: { apiKeyId: string; body: ChatRequest; plan: MemoryPlan; requestId: string; logRequestId?: string; timeoutMs?: number; signal?: AbortSignal },
 ): Promise<{ body: ChatRequest; outcome: MemoryOutcome }> {
   const { plan, body } = args;
   if (!plan.on) return { body, outcome: { injected: 0, tokens: 0, strategy: 'none', status: plan.offStatus ?? 'disabled' } };
@@ -51,16 +91,15 @@ export async function applyMemory(
   // Recency must not be relevance-filtered (the original's toMemoryRetrievalConfig passes no query for `recent`).
   const query = s.strategy === 'recent' ? null : lastUserText(body.messages) || null;
   try {
-    const result = await withTimeout(
-      Promise.resolve().then(() =>
+    const result = await cancellable(
+      (signal) =>
         deps.retrieval.retrieve(
           args.apiKeyId,
           { query, strategy, maxTokens: s.maxTokens, retentionDays: s.retentionDays, sessionId: plan.sessionId, scope: 'apiKey' },
-          { requestId: args.requestId },
+          { requestId: args.requestId, signal },
         ),
-      ),
       args.timeoutMs ?? MEMORY_PHASE_TIMEOUT_MS,
-      'retrieval took too long',
+      args.signal,
     );
     const used: RetrievedItem[] = result.items.filter((i) => typeof i.memory?.content === 'string' && i.memory.content.trim() !== '');
     const strategyUsed = result.resolution?.strategyUsed ?? strategy;
@@ -78,7 +117,7 @@ export async function applyMemory(
     deps.log.warn(
       {
         requestId: args.logRequestId ?? args.requestId,
-        reason: err instanceof TimeoutError ? 'timeout' : 'error',
+        reason: err instanceof TimeoutError ? 'timeout' : err instanceof CallerGoneError ? 'caller_gone' : 'error',
         errName: typeof e?.name === 'string' ? e.name : typeof err,
         errCode: typeof e?.code === 'string' ? e.code : undefined,
       },

@@ -5,6 +5,8 @@ export interface RecordedEmbeddingsRequest {
   method: string;
   path: string;
   authorization: string | undefined;
+  /** The client closed the connection before this server answered (an aborted or timed-out call). */
+  closedEarly: boolean;
   body: { model?: string; input?: string[]; [k: string]: unknown };
 }
 
@@ -44,7 +46,12 @@ export async function startFakeEmbeddingsServer(opts: { dim?: number } = {}): Pr
   let behaviour: FakeEmbeddingsBehaviour = { kind: 'ok' };
   const server = http.createServer((req, res) => {
     onJsonBody<RecordedEmbeddingsRequest['body']>(req, (body) => {
-      requests.push({ method: req.method ?? '', path: req.url ?? '', authorization: req.headers.authorization, body });
+      const rec: RecordedEmbeddingsRequest = { method: req.method ?? '', path: req.url ?? '', authorization: req.headers.authorization, closedEarly: req.socket.destroyed, body };
+      requests.push(rec);
+      // 'close' before the response finished means the caller hung up: the only way a `delay` ends early.
+      res.on('close', () => {
+        if (!res.writableFinished) rec.closedEarly = true;
+      });
       const send = (status: number, payload: string) => {
         res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) });
         res.end(payload);

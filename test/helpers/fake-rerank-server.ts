@@ -5,6 +5,8 @@ export interface RecordedRerankRequest {
   method: string;
   path: string;
   authorization: string | undefined;
+  /** The client closed the connection before this server answered (an aborted or timed-out call). */
+  closedEarly: boolean;
   body: { model?: string; query?: string; documents?: string[]; top_n?: number; top_k?: number; [k: string]: unknown };
 }
 
@@ -43,7 +45,12 @@ export async function startFakeRerankServer(): Promise<FakeRerankServer> {
   let behaviour: FakeRerankBehaviour = { kind: 'ok' };
   const server = http.createServer((req, res) => {
     onJsonBody<RecordedRerankRequest['body']>(req, (body) => {
-      requests.push({ method: req.method ?? '', path: req.url ?? '', authorization: req.headers.authorization, body });
+      const rec: RecordedRerankRequest = { method: req.method ?? '', path: req.url ?? '', authorization: req.headers.authorization, closedEarly: req.socket.destroyed, body };
+      requests.push(rec);
+      // 'close' before the response finished means the caller hung up: the only way a `delay` ends early.
+      res.on('close', () => {
+        if (!res.writableFinished) rec.closedEarly = true;
+      });
       const send = (status: number, payload: string, headers: Record<string, string> = {}) => {
         res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), ...headers });
         res.end(payload);

@@ -6,13 +6,16 @@ import { Writable } from 'node:stream';
 import OpenAI from 'openai';
 import request from 'supertest';
 import { createLogger } from '../../src/logger';
-import type { RetrievalResult, RetrieveOptions, Retriever } from '../../src/memory/retrieval.types';
+import type { RetrievalResult, RetrieveMode, RetrieveOptions, Retriever } from '../../src/memory/retrieval.types';
 import type { Memory } from '../../src/memory/types';
 import { estimateTokens } from '../../src/memory/tokens';
+import { applyMemory, memoryPlan } from '../../src/proxy/memory-phase';
 import { SseDeltaCollector } from '../../src/proxy/stream-tee';
 import { JOBS } from '../../src/queue/jobs';
 import { buildTestApi, type TestApi } from '../helpers/api';
 import { testEnv } from '../helpers/env';
+import { startFakeEmbeddingsServer, type FakeEmbeddingsServer } from '../helpers/fake-embeddings-server';
+import { startFakeRerankServer, type FakeRerankServer } from '../helpers/fake-rerank-server';
 import { FAKE_MODELS, FAKE_REPLY, startFakeUpstream, type FakeUpstream, type FakeUpstreamRequest } from '../helpers/fake-upstream';
 import { waitUntil } from '../helpers/wait';
 
@@ -23,20 +26,29 @@ import { waitUntil } from '../helpers/wait';
 const describeWithRealRetrieval = describe;
 
 const UPSTREAM_KEY = 'upstream-secret';
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
 const marker = () => `m${crypto.randomBytes(5).toString('hex')}`;
 
-/** A Retriever double: answers with the memories it is given, throws, or sleeps past the proxy's bound. */
+/** A Retriever double: answers with the memories it is given, throws, or hangs until its signal fires. */
 class FakeRetriever implements Retriever {
-  calls: { apiKeyId: string | null; opts: RetrieveOptions; mode?: { preview?: boolean; requestId?: string } }[] = [];
+  calls: { apiKeyId: string | null; opts: RetrieveOptions; mode?: RetrieveMode }[] = [];
   memories: string[] = [];
-  behaviour: 'ok' | 'throw' | 'sleep' = 'ok';
+  behaviour: 'ok' | 'throw' | 'hang' = 'ok';
+  /** Hung calls whose signal fired (the proxy gave up on them and said so). */
+  cancelled = 0;
 
-  async retrieve(apiKeyId: string | null, opts: RetrieveOptions, mode?: { preview?: boolean; requestId?: string }): Promise<RetrievalResult> {
+  async retrieve(apiKeyId: string | null, opts: RetrieveOptions, mode?: RetrieveMode): Promise<RetrievalResult> {
     this.calls.push({ apiKeyId, opts, mode });
     // The message quotes user text, as a storage error might: the proxy must not log it.
     if (this.behaviour === 'throw') throw new Error(`fts5: syntax error near "${opts.query ?? ''} SECRET-USER-TEXT"`);
-    if (this.behaviour === 'sleep') await sleep(3000);
+    if (this.behaviour === 'hang') {
+      // Never answers: only the memory phase's signal ends it (no signal → the request would hang).
+      await new Promise<never>((_, reject) =>
+        mode?.signal?.addEventListener('abort', () => {
+          this.cancelled++;
+          reject(mode.signal!.reason);
+        }),
+      );
+    }
     const now = new Date().toISOString();
     const items = this.memories.map((content, i) => {
       const memory: Memory = {
@@ -163,7 +175,7 @@ describe('/v1 chat proxy (retrieval test double)', () => {
     expect(retriever.calls.at(-1)).toEqual({
       apiKeyId: key.id,
       opts: { query: `What do I drink? ${m1}`, strategy: 'hybrid', maxTokens: 2000, retentionDays: 30, sessionId: 'sess-1', scope: 'apiKey' },
-      mode: { requestId: expect.stringMatching(/^[0-9a-f-]{36}$/) },
+      mode: { requestId: expect.stringMatching(/^[0-9a-f-]{36}$/), signal: expect.any(AbortSignal) },
     });
     // Extraction: the user's words (not the injected memory), the session, a fresh request id; no assistant text by default.
     const [job] = await waitUntil(async () => {
@@ -367,18 +379,18 @@ describe('/v1 chat proxy (retrieval test double)', () => {
       expect(logged).toContain('memory retrieval failed');
       for (const secret of ['SECRET-USER-TEXT', m, key.key, UPSTREAM_KEY]) expect(logged).not.toContain(secret);
 
-      // Slower than the bound (1.5 s): answered without waiting for it.
-      retriever.behaviour = 'sleep';
+      // A retrieval that never answers: past the bound the request goes on without it, and the retrieval is told to stop.
+      retriever.behaviour = 'hang';
       const m2 = marker();
-      const started = Date.now();
       const slow = await request(t.app)
         .post('/v1/chat/completions')
         .set('authorization', `Bearer ${key.key}`)
         .send({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: `slow memory ${m2}` }] });
       expect(slow.status).toBe(200);
       expect(slow.headers['x-memory-status']).toBe('degraded');
-      expect(Date.now() - started).toBeLessThan(2800);
+      expect(retriever.cancelled).toBe(1);
       expect(upstreamFor(m2).body!.messages).toEqual([{ role: 'user', content: `slow memory ${m2}` }]);
+      expect(lines.join('')).toContain('"reason":"timeout"');
     } finally {
       t.ctx.log = realLog;
     }
@@ -686,5 +698,97 @@ describeWithRealRetrieval('with the real retrieval', () => {
     expect(inj.body.memory).toMatchObject({ status: 'injected' });
     expect(inj.body.body.messages[0].content).toContain('green tea');
     expect(keyId).toBeTruthy();
+  });
+});
+
+describe('memory phase: a retrieval it stops waiting for is cancelled (real retrieval)', () => {
+  let upstream: FakeUpstream;
+  let emb: FakeEmbeddingsServer;
+  let rr: FakeRerankServer;
+  let t: TestApi;
+  let key: { id: string; key: string };
+  const mgmtSettings = (body: Record<string, unknown>) => request(t.app).put('/api/settings/memory').set(t.auth).send(body).expect(200);
+
+  beforeAll(async () => {
+    upstream = await startFakeUpstream();
+    emb = await startFakeEmbeddingsServer();
+    rr = await startFakeRerankServer();
+    // The outbound calls' own timeouts are far away: only the memory phase can end them early.
+    t = buildTestApi(
+      testEnv({
+        UPSTREAM_BASE_URL: `${upstream.url}/v1`,
+        UPSTREAM_API_KEY: UPSTREAM_KEY,
+        OLLAMA_BASE_URL: emb.baseUrl.replace(/\/v1$/, ''),
+        MEMORY_EMBEDDING_TIMEOUT_MS: '600000',
+        MEMORY_RERANK_CUSTOM_BASE_URL: rr.baseUrl,
+        MEMORY_RERANK_TIMEOUT_MS: '60000',
+      }),
+    );
+    key = t.ctx.apiKeys.create('cancel');
+    for (const [k, content] of [
+      ['pref:tea', 'The user drinks green tea every morning'],
+      ['pref:tea2', 'The user takes tea with lemon'],
+    ]) {
+      await request(t.app).post('/api/memory').set(t.auth).send({ apiKeyId: key.id, key: k, content }).expect(201);
+    }
+    // Neither fake ever answers on its own.
+    emb.behave({ kind: 'delay', ms: 600_000 });
+    rr.behave({ kind: 'delay', ms: 600_000 });
+  });
+  afterAll(async () => {
+    await upstream.close();
+    await emb.close();
+    await rr.close();
+    await t.close();
+  });
+
+  const chat = (content: string) =>
+    request(t.app).post('/v1/chat/completions').set('authorization', `Bearer ${key.key}`).send({ model: 'gpt-4o-mini', messages: [{ role: 'user', content }] });
+  const upstreamMessagesFor = (m: string) => upstream.requests.filter((r) => r.path === '/v1/chat/completions' && JSON.stringify(r.body).includes(m)).map((r) => r.body!.messages);
+
+  it('a hanging embedding call is aborted when the memory phase times out; the chat goes upstream unmodified, degraded', async () => {
+    await mgmtSettings({ enabled: true, strategy: 'hybrid', embeddingSource: 'remote', embeddingProviderModel: 'ollama/all-minilm', rerankEnabled: false });
+    const m = marker();
+    const r = await chat(`Which tea do I drink? ${m}`);
+    expect(r.status).toBe(200);
+    expect(r.body.choices[0].message.content).toBe(FAKE_REPLY);
+    expect(r.headers['x-memory-status']).toBe('degraded');
+    expect(upstreamMessagesFor(m)).toEqual([[{ role: 'user', content: `Which tea do I drink? ${m}` }]]);
+    const sent = emb.requests.filter((q) => JSON.stringify(q.body.input).includes(m));
+    expect(sent).toHaveLength(1);
+    await waitUntil(() => sent[0].closedEarly, 5000, 'the embeddings request to be aborted');
+  });
+
+  it('a hanging rerank call is aborted when the memory phase times out; the chat still succeeds, degraded', async () => {
+    await mgmtSettings({ enabled: true, strategy: 'hybrid', embeddingSource: 'auto', embeddingProviderModel: null, rerankEnabled: true, rerankProviderModel: 'custom/bge-reranker' });
+    const m = marker();
+    const r = await chat(`tea ${m}`);
+    expect(r.status).toBe(200);
+    expect(r.body.choices[0].message.content).toBe(FAKE_REPLY);
+    expect(r.headers['x-memory-status']).toBe('degraded');
+    expect(upstreamMessagesFor(m)).toEqual([[{ role: 'user', content: `tea ${m}` }]]);
+    const sent = rr.requests.filter((q) => q.body.query === `tea ${m}`);
+    expect(sent).toHaveLength(1);
+    // Both tea memories were candidates: the call was a real rerank, not a skipped one.
+    expect(sent[0].body.documents).toHaveLength(2);
+    await waitUntil(() => sent[0].closedEarly, 5000, 'the rerank request to be aborted');
+  });
+
+  it("the caller's signal (client gone) cancels the retrieval's outbound call and answers degraded at once", async () => {
+    await mgmtSettings({ enabled: true, strategy: 'hybrid', embeddingSource: 'remote', embeddingProviderModel: 'ollama/all-minilm', rerankEnabled: false });
+    const m = marker();
+    const body = { model: 'gpt-4o-mini', messages: [{ role: 'user', content: `Which tea do I drink? ${m}` }] };
+    const client = new AbortController();
+    const done = applyMemory(
+      { retrieval: t.ctx.retrieval, log: t.ctx.log },
+      // A bound far past the test's own timeout: only the caller's signal can end this early.
+      { apiKeyId: key.id, body, plan: memoryPlan(t.ctx.settings.memory(), {}), requestId: crypto.randomUUID(), timeoutMs: 600_000, signal: client.signal },
+    );
+    const sent = await waitUntil(() => emb.requests.find((q) => JSON.stringify(q.body.input).includes(m)), 5000, 'the embeddings request');
+    client.abort();
+    const { body: out, outcome } = await done;
+    expect(outcome).toEqual({ injected: 0, tokens: 0, strategy: 'none', status: 'degraded' });
+    expect(out).toBe(body);
+    await waitUntil(() => sent.closedEarly, 5000, 'the embeddings request to be aborted');
   });
 });
