@@ -12,6 +12,11 @@ import { keysRoutes } from './routes/keys.routes';
 import { memoryRoutes } from './routes/memory.routes';
 import { settingsRoutes } from './routes/settings.routes';
 import { systemRoutes } from './routes/system.routes';
+import { jsonBody } from './validate';
+
+/** JSON nesting limits: management bodies are flat; chat bodies carry tool schemas and structured content, so more. */
+const API_MAX_JSON_DEPTH = 64;
+const PROXY_MAX_JSON_DEPTH = 256;
 
 const REQUEST_ID_RE = /^[A-Za-z0-9._-]{1,64}$/;
 
@@ -56,8 +61,8 @@ export function createApp(ctx: ApiContext, metrics: Metrics): Express {
     }),
   );
   // Chat requests can carry images: their own, larger limit (body-parser skips an already-parsed body).
-  app.use('/v1', express.json({ limit: ctx.env.PROXY_BODY_LIMIT_BYTES }));
-  app.use(express.json({ limit: ctx.env.BODY_LIMIT_BYTES }));
+  app.use('/v1', jsonBody({ limit: ctx.env.PROXY_BODY_LIMIT_BYTES, maxDepth: PROXY_MAX_JSON_DEPTH }));
+  app.use(jsonBody({ limit: ctx.env.BODY_LIMIT_BYTES, maxDepth: API_MAX_JSON_DEPTH }));
   app.use(express.urlencoded({ extended: false, limit: '16kb' }));
 
   const system: MountedRouter = systemRoutes(ctx, metrics);

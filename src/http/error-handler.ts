@@ -45,6 +45,7 @@ export function errorHandler(log: Logger): ErrorRequestHandler {
     // body-parser errors carry `type` and `status`.
     const type = (err as { type?: string }).type;
     if (type === 'entity.too.large') return sendError(res, 413, 'payload_too_large', 'Request body is too large');
+    if (type === 'entity.too.deep') return sendError(res, 400, 'json_too_deep', (err as Error).message);
     if (type === 'entity.parse.failed') return sendError(res, 400, 'invalid_json', 'Invalid JSON body');
     if (type === 'encoding.unsupported' || type === 'charset.unsupported') return sendError(res, 415, 'unsupported_encoding', 'Unsupported body encoding');
     if (type === 'request.aborted') return sendError(res, 400, 'request_aborted', 'Request aborted');

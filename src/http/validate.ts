@@ -1,4 +1,4 @@
-import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import type { z } from 'zod';
 import { validationError } from '../errors';
 
@@ -32,4 +32,37 @@ export function handle<S extends Schemas>(
       next(err);
     }
   };
+}
+
+/** Whether a JSON text nests objects/arrays deeper than `max` (brackets inside strings do not count). */
+export function jsonDepthExceeds(buf: Buffer, max: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < buf.length; i++) {
+    const c = buf[i];
+    if (inString) {
+      if (c === 0x5c) i++; // the escaped byte is text (UTF-8 never reuses ASCII bytes inside a multi-byte character)
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) {
+      if (++depth > max) return true;
+    } else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return false;
+}
+
+/**
+ * express.json with a nesting limit checked on the raw bytes before JSON.parse: a 10,000-deep
+ * body is a 400 (`json_too_deep`) instead of a stack overflow later (JSON.stringify, zod, the upstream call).
+ */
+export function jsonBody(opts: { limit: number; maxDepth: number }): RequestHandler {
+  return express.json({
+    limit: opts.limit,
+    verify: (_req, _res, buf, encoding) => {
+      const utf8 = /^utf-?8$/i.test(encoding) ? buf : Buffer.from(new TextDecoder(encoding).decode(buf), 'utf8');
+      if (jsonDepthExceeds(utf8, opts.maxDepth)) {
+        throw Object.assign(new Error(`JSON nested deeper than ${opts.maxDepth} levels`), { status: 400, type: 'entity.too.deep', expose: true });
+      }
+    },
+  });
 }

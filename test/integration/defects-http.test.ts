@@ -1,6 +1,7 @@
 import IORedis from 'ioredis';
 import request from 'supertest';
 import { buildTestApi, type TestApi } from '../helpers/api';
+import { startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream';
 import { testEnv } from '../helpers/env';
 import { TestRedis } from '../helpers/redis-server';
 import { waitUntil } from '../helpers/wait';
@@ -96,5 +97,60 @@ describe('Redis failures during a request (D7)', () => {
     expect((await request(t.app).get('/admin/queues/api/queues').set('accept', 'application/json')).status).toBe(401);
     // The board's page itself is served (it shows its own error state).
     expect((await request(t.app).get('/admin/queues').set(t.auth).set('accept', 'text/html')).status).toBe(200);
+  });
+});
+
+/** `{"a":{"a":…1…}}` nested `depth` objects deep. */
+const deepObject = (depth: number) => '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
+/** `[[[…"x"…]]]` nested `depth` arrays deep. */
+const deepArray = (depth: number) => '['.repeat(depth) + '"x"' + ']'.repeat(depth);
+
+describe('deeply nested JSON (P3)', () => {
+  let t: TestApi;
+  let fake: FakeUpstream;
+  let clientKey: string;
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    t = buildTestApi(testEnv({ UPSTREAM_BASE_URL: `${fake.url}/v1` }));
+    clientKey = t.ctx.apiKeys.create('deep').key;
+  });
+  afterAll(async () => {
+    await t.close();
+    await fake.close();
+  });
+
+  const json = (r: request.Test, body: string) => r.set('content-type', 'application/json').send(body);
+
+  it('10,000-deep metadata on POST and PUT /api/memory is a 400 in the error shape (no stack overflow, nothing stored)', async () => {
+    const created = await json(request(t.app).post('/api/memory').set(t.auth), `{"apiKeyId":"k","key":"shallow","content":"x","metadata":${deepObject(50)}}`);
+    expect(created.status).toBe(201);
+    const id = created.body.id as string;
+
+    const post = await json(request(t.app).post('/api/memory').set(t.auth), `{"apiKeyId":"k","key":"deep","content":"x","metadata":${deepObject(10_000)}}`);
+    expect(apiError(post)).toEqual({ status: 400, code: 'json_too_deep', requestId: 'string' });
+    expect(t.ctx.memory.findByKey('k', 'deep')).toBeNull();
+    const put = await json(request(t.app).put(`/api/memory/${id}`).set(t.auth), `{"metadata":${deepArray(10_000)}}`);
+    expect(apiError(put)).toEqual({ status: 400, code: 'json_too_deep', requestId: 'string' });
+    // Brackets inside strings are text, not nesting, also after escaped quotes and backslashes.
+    const text = `a \\ b "quoted" c\\"${'[{'.repeat(1000)}`;
+    const inString = await json(request(t.app).post('/api/memory').set(t.auth), JSON.stringify({ apiKeyId: 'k', key: 'brackets', content: text }));
+    expect(inString.status).toBe(201);
+    expect(inString.body.memory.content).toBe(text);
+  });
+
+  it('10,000-deep bodies on /v1/memory/inject and /v1/chat/completions are a 400, and nothing goes upstream', async () => {
+    const auth = { authorization: `Bearer ${clientKey}` };
+    const before = fake.requests.length;
+    const inject = await json(request(t.app).post('/v1/memory/inject').set(auth), `{"messages":[{"role":"user","content":${deepObject(10_000)}}]}`);
+    expect(inject.status).toBe(400);
+    expect(inject.body.error).toBeDefined();
+    const chat = await json(request(t.app).post('/v1/chat/completions').set(auth), `{"model":"m","messages":[{"role":"user","content":${deepArray(10_000)}}]}`);
+    expect(chat.status).toBe(400);
+    expect(chat.body.error).toBeDefined();
+    expect(fake.requests.length).toBe(before);
+    // /v1 allows deeper structures than /api (tool schemas nest): 200 levels are fine.
+    const ok = await json(request(t.app).post('/v1/chat/completions').set(auth), `{"model":"m","messages":[{"role":"user","content":"hi","x":${deepObject(200)}}]}`);
+    expect(ok.status).toBe(200);
+    expect(fake.requests.length).toBe(before + 1);
   });
 });
