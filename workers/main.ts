@@ -6,6 +6,7 @@ import { createLogger, type Logger } from '../src/logger';
 import { Metrics } from '../src/metrics';
 import { JOBS, JOB_NAMES, jobsOfQueue, type JobSpec } from '../src/queue/jobs';
 import type { QueueName } from '../src/config/queue-names';
+import { registerOutboxQuarantineGauge } from '../src/queue/outbox-metrics';
 import { bullConnectionOptions, checkEvictionPolicy } from '../src/queue/redis';
 import { dropWorkerMetrics, pushWorkerMetrics } from '../src/queue/worker-metrics';
 import { Shutdown } from '../src/shutdown';
@@ -42,6 +43,7 @@ export async function startWorker(env: Env, log: Logger, opts: { handlers?: Regi
   const ctx: WorkerContext = openServices(env, log, 'worker', { dbFile: opts.dbFile });
   const { queues } = ctx;
   const metrics = new Metrics('worker');
+  registerOutboxQuarantineGauge(metrics.registry, queues);
   const shutdown = new Shutdown(log, env.SHUTDOWN_GRACE_MS, opts.exit);
 
   await queues.connection.ping();

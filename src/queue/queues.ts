@@ -1,12 +1,13 @@
 import crypto from 'node:crypto';
-import { Queue } from 'bullmq';
+import { Queue, type JobsOptions } from 'bullmq';
 import type { Env } from '../config/env';
 import { redisUrl } from '../config/env';
 import type { Db } from '../db/connection';
 import { nowIso } from '../db/connection';
-import { OutboxRepository } from './outbox.repository';
+import { OutboxRepository, type OutboxRow, type QuarantinedOutboxRow } from './outbox.repository';
 import type { Logger } from '../logger';
-import { JOBS, jobOptions, parsePayload, type JobInput, type JobName } from './jobs';
+import type { z } from 'zod';
+import { JOBS, jobOptions, parsePayload, type JobData, type JobInput, type JobName } from './jobs';
 import { QUEUE_NAMES, type QueueName } from '../config/queue-names';
 import { withTimeout } from '../timeout';
 import { createRedis, type Redis, type RedisRole } from './redis';
@@ -16,6 +17,37 @@ export interface EnqueueResult {
   queue: QueueName;
   /** 'queue' when Redis took it, 'outbox' when it was stored in SQLite for later. */
   via: 'queue' | 'outbox';
+}
+
+/** BullMQ's own rule for custom ids (Job.validateOptions): no integers, no ':' (except its repeat-job form). */
+function bullmqRefusesJobId(id: string): string | null {
+  if (id.length === 0) return 'job id is empty';
+  if (`${parseInt(id, 10)}` === id) return `job id ${JSON.stringify(id)} is an integer, which BullMQ refuses for custom ids`;
+  if (id.includes(':') && id.split(':').length !== 3) return `job id ${JSON.stringify(id)} contains ':', which BullMQ refuses`;
+  return null;
+}
+
+/** An outbox row as a job to add, or why it can never be added. */
+function prepareOutboxRow(r: OutboxRow): { queue: QueueName; job: { name: JobName; data: unknown; opts: ReturnType<typeof jobOptions> } } | { error: string } {
+  if (!Object.hasOwn(JOBS, r.jobName)) return { error: `unknown job name ${JSON.stringify(r.jobName.slice(0, 100))}` };
+  const name = r.jobName as JobName;
+  let raw: unknown;
+  try {
+    raw = JSON.parse(r.payload);
+  } catch (err) {
+    return { error: `payload is not valid JSON: ${(err as Error).message}` };
+  }
+  const parsed = (JOBS[name].schema as z.ZodType).safeParse(raw);
+  if (!parsed.success) {
+    return { error: `invalid payload: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}` };
+  }
+  const data = parsed.data as JobData<typeof name>;
+  const opts = jobOptions(name, data, `${name}-${crypto.randomUUID()}`);
+  // The stored id wins: the job keeps the id the caller was given when it was acknowledged.
+  if (r.jobId !== null) opts.jobId = r.jobId;
+  const refused = bullmqRefusesJobId(opts.jobId);
+  if (refused) return { error: refused };
+  return { queue: JOBS[name].queue as QueueName, job: { name, data, opts } };
 }
 
 /** How long the api waits for Redis to take a job before it goes to the outbox instead. */
@@ -101,55 +133,73 @@ export class QueueLayer {
     return jobs.length;
   }
 
-  /** Moves outbox rows into their queues with their original ids; stops at the first Redis failure. */
-  async flushOutbox(batchSize = 500, maxBatches = Number.POSITIVE_INFINITY): Promise<{ moved: number; remaining: number }> {
+  /**
+   * Moves pending outbox rows into their queues with their original ids; stops at the first Redis
+   * failure (those rows stay pending). A row that can never be added — unknown job name, payload
+   * that is not JSON or fails its schema, a job id BullMQ refuses — is quarantined with its error
+   * (never retried automatically; GET /api/jobs shows it, an operator deletes it), so one bad row
+   * cannot block the rest.
+   */
+  async flushOutbox(batchSize = 500, maxBatches = Number.POSITIVE_INFINITY): Promise<{ moved: number; remaining: number; quarantined: number }> {
     let moved = 0;
+    let quarantined = 0;
     let cursor = 0;
+    const done = () => ({ moved, remaining: this.outbox.count(), quarantined });
     for (let b = 0; b < maxBatches; b++) {
       const rows = this.outbox.oldest(batchSize, cursor);
       if (rows.length === 0) break;
       cursor = rows[rows.length - 1].outboxId;
-      const byQueue = new Map<QueueName, typeof rows>();
-      const invalid: number[] = [];
+      const byQueue = new Map<QueueName, { outboxId: number; job: { name: JobName; data: unknown; opts: ReturnType<typeof jobOptions> } }[]>();
+      const poisoned: { outboxId: number; error: string }[] = [];
       for (const r of rows) {
-        const spec = JOBS[r.jobName as JobName];
-        if (!spec) {
-          invalid.push(r.outboxId);
+        const prepared = prepareOutboxRow(r);
+        if ('error' in prepared) {
+          poisoned.push({ outboxId: r.outboxId, error: prepared.error });
+          this.log.error({ outboxId: r.outboxId, job: r.jobName, jobId: r.jobId, error: prepared.error }, 'outbox row can never be added; quarantined');
           continue;
         }
-        const list = byQueue.get(spec.queue) ?? [];
-        list.push(r);
-        byQueue.set(spec.queue, list);
+        const list = byQueue.get(prepared.queue) ?? [];
+        list.push({ outboxId: r.outboxId, job: prepared.job });
+        byQueue.set(prepared.queue, list);
       }
-      if (invalid.length) {
-        this.log.error({ count: invalid.length }, 'outbox rows name unknown jobs; kept with an error for inspection');
-        this.outbox.markFailed(invalid, 'unknown job name');
-      }
+      this.outbox.quarantine(poisoned, nowIso());
+      quarantined += poisoned.length;
       for (const [queue, list] of byQueue) {
         try {
-          const jobs = list.map((r) => {
-            const name = r.jobName as JobName;
-            const data = parsePayload(name, r.payload);
-            return { name, data, opts: { ...jobOptions(name, data, r.jobId), jobId: r.jobId } };
-          });
-          const add = this.queue(queue).addBulk(jobs);
+          const add = this.queue(queue).addBulk(list.map((l) => l.job as { name: string; data: unknown; opts: JobsOptions }));
           await (this.role === 'api' ? withTimeout(add, 10_000, 'redis did not take the outbox batch within 10 s') : add);
-          this.outbox.remove(list.map((r) => r.outboxId));
+          this.outbox.remove(list.map((l) => l.outboxId));
           moved += list.length;
         } catch (err) {
           this.outbox.markFailed(
-            list.map((r) => r.outboxId),
+            list.map((l) => l.outboxId),
             (err as Error).message,
           );
-          return { moved, remaining: this.outbox.count() };
+          return done();
         }
       }
     }
-    return { moved, remaining: this.outbox.count() };
+    return done();
   }
 
+  /** Pending outbox rows (quarantined ones are not counted: no flush will move them). */
   outboxCount(): number {
     return this.outbox.count();
+  }
+
+  /** How many outbox rows are quarantined. */
+  outboxQuarantinedCount(): number {
+    return this.outbox.quarantinedCount();
+  }
+
+  /** Quarantined outbox rows, oldest first (for the operator). */
+  outboxQuarantined(limit = 100): QuarantinedOutboxRow[] {
+    return this.outbox.quarantined(limit);
+  }
+
+  /** Deletes one quarantined outbox row (an operator's decision); a pending row is refused, see OutboxRepository.deleteQuarantined. */
+  deleteQuarantinedOutboxRow(outboxId: number): ReturnType<OutboxRepository['deleteQuarantined']> {
+    return this.outbox.deleteQuarantined(outboxId);
   }
 
   /** Closes the queues then the connection. */

@@ -5,7 +5,10 @@ import { conflict, notFound, unavailable } from '../../errors';
 import type { JobEvent } from '../../queue/job-events';
 import { QUEUE_NAMES } from '../../config/queue-names';
 import { handle } from '../validate';
-import { jobParams } from './jobs.schema';
+import { jobParams, outboxParams } from './jobs.schema';
+
+/** GET /api/jobs lists at most this many quarantined outbox rows (the total is given beside them). */
+const QUARANTINE_LIST_LIMIT = 100;
 
 const STATES = ['waiting', 'active', 'delayed', 'prioritized', 'waiting-children', 'paused', 'completed', 'failed'] as const;
 
@@ -47,7 +50,31 @@ export function jobsRoutes(ctx: ApiContext): Router {
     handle({}, async () => {
       requireRedis();
       const counts = await Promise.all(QUEUE_NAMES.map((q) => ctx.queues.queue(q).getJobCounts(...STATES)));
-      return { queues: Object.fromEntries(QUEUE_NAMES.map((q, i) => [q, counts[i]])), outbox: ctx.queues.outboxCount() };
+      return {
+        queues: Object.fromEntries(QUEUE_NAMES.map((q, i) => [q, counts[i]])),
+        // Pending rows (a number, as before); quarantined rows are listed beside it and never retried.
+        outbox: ctx.queues.outboxCount(),
+        outboxQuarantined: ctx.queues.outboxQuarantined(QUARANTINE_LIST_LIMIT).map(({ outboxId, jobName, jobId, error, createdAt, quarantinedAt }) => ({
+          outboxId,
+          jobName,
+          jobId,
+          error,
+          createdAt,
+          quarantinedAt,
+        })),
+        outboxQuarantinedTotal: ctx.queues.outboxQuarantinedCount(),
+      };
+    }),
+  );
+
+  // Before /:queue/:id, so `outbox` is not read as a queue name. SQLite only: works while Redis is down.
+  r.delete(
+    '/outbox/:outboxId',
+    handle({ params: outboxParams }, ({ params }) => {
+      const out = ctx.queues.deleteQuarantinedOutboxRow(params.outboxId);
+      if (out.outcome === 'absent') throw notFound('Outbox row');
+      if (out.outcome === 'pending') throw conflict('The outbox row is not quarantined; the next flush moves it into its queue', { outboxId: params.outboxId });
+      return { success: true, outboxId: out.row.outboxId, jobName: out.row.jobName, jobId: out.row.jobId };
     }),
   );
 

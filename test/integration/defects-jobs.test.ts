@@ -1,0 +1,114 @@
+import crypto from 'node:crypto';
+import request from 'supertest';
+import { startWorker, type RunningWorker } from '../../workers/main';
+import { buildTestApi, type TestApi } from '../helpers/api';
+import { silentLog, testEnv } from '../helpers/env';
+import { waitUntil } from '../helpers/wait';
+
+/** Schedules off: the tests start the jobs they look at. */
+const NO_SCHEDULES = { REPAIR_SWEEP_EVERY_MS: '0', EXPIRE_EVERY_MS: '0' };
+
+describe('D1: a poisoned outbox row is quarantined, the rest flush', () => {
+  let t: TestApi;
+  let w: RunningWorker | null = null;
+  beforeAll(() => {
+    t = buildTestApi(testEnv(NO_SCHEDULES));
+  });
+  afterAll(async () => {
+    await w?.stop();
+    await t.close();
+  });
+
+  const insert = (jobName: string, jobId: string, payload: string) =>
+    Number(
+      t.ctx.db.db
+        .prepare('INSERT INTO outbox (job_name, job_id, payload, created_at) VALUES (?, ?, ?, ?)')
+        .run(jobName, jobId, payload, new Date().toISOString()).lastInsertRowid,
+    );
+  const outboxRows = () =>
+    t.ctx.db.db.prepare('SELECT outbox_id AS outboxId, job_name AS jobName, attempts FROM outbox ORDER BY outbox_id').all() as {
+      outboxId: number;
+      jobName: string;
+      attempts: number;
+    }[];
+  const access = () => JSON.stringify({ memoryIds: [crypto.randomUUID()] });
+
+  it('flushOutbox quarantines unknown names, unparseable and invalid payloads, and moves every other row', async () => {
+    const badJson = insert('record-access', 'd1-bad-json', '{"memoryIds": [');
+    insert('record-access', 'd1-ok-a', access());
+    const unknown = insert('no-such-job', 'd1-unknown', '{}');
+    const invalid = insert('embed-memory', 'd1-invalid', '{"memoryId":"not-a-uuid"}');
+    insert('record-access', 'd1-ok-b', access());
+
+    const r = await t.ctx.queues.flushOutbox();
+    expect(r).toEqual({ moved: 2, remaining: 0, quarantined: 3 });
+    expect(await t.ctx.queues.queue('maintenance').getJob('d1-ok-a')).toBeDefined();
+    expect(await t.ctx.queues.queue('maintenance').getJob('d1-ok-b')).toBeDefined();
+    expect(outboxRows().map((x) => x.outboxId)).toEqual([badJson, unknown, invalid]);
+
+    // Quarantined rows are never retried automatically: a second flush does not touch them.
+    const before = outboxRows();
+    expect(await t.ctx.queues.flushOutbox()).toEqual({ moved: 0, remaining: 0, quarantined: 0 });
+    expect(outboxRows()).toEqual(before);
+    expect(t.ctx.queues.outboxCount()).toBe(0);
+  });
+
+  it('the repair-sweep job completes beside quarantined rows (it failed every run before)', async () => {
+    w = await startWorker(t.env, silentLog());
+    // Let whatever is queued already (the api's reconnect sweep) run first, so this sweep is the one that meets the rows.
+    await waitUntil(async () => {
+      const c = await t.ctx.queues.queue('maintenance').getJobCounts('waiting', 'active', 'delayed');
+      return c.waiting + c.active + c.delayed === 0;
+    }, 10_000, 'maintenance queue idle');
+    insert('record-access', 'd1-bad-json-2', 'not json at all');
+    insert('record-access', 'd1-ok-c', access());
+    const { jobId } = await t.ctx.queues.enqueue('repair-sweep', { reason: 'manual' });
+    const job = await waitUntil(async () => {
+      const j = await t.ctx.queues.queue('maintenance').getJob(jobId);
+      return j?.finishedOn ? j : null;
+    }, 15_000, 'repair-sweep to finish');
+    expect(job.failedReason ?? null).toBeNull();
+    expect(await job.getState()).toBe('completed');
+    expect(job.returnvalue).toMatchObject({ outboxMoved: 1, outboxQuarantined: 1 });
+    expect(await t.ctx.queues.queue('maintenance').getJob('d1-ok-c')).toBeDefined();
+  });
+
+  it('GET /api/jobs lists quarantined rows with their error; DELETE /api/jobs/outbox/:outboxId removes one (404 when absent)', async () => {
+    const res = await request(t.app).get('/api/jobs').set(t.auth);
+    expect(res.status).toBe(200);
+    expect(res.body.outbox).toBe(0);
+    const q = res.body.outboxQuarantined as { outboxId: number; jobName: string; jobId: string; error: string; createdAt: string }[];
+    expect(q.map((x) => x.jobId)).toEqual(['d1-bad-json', 'd1-unknown', 'd1-invalid', 'd1-bad-json-2']);
+    const byId = Object.fromEntries(q.map((x) => [x.jobId, x]));
+    expect(byId['d1-bad-json']).toMatchObject({ jobName: 'record-access', error: expect.stringMatching(/JSON/), createdAt: expect.any(String), outboxId: expect.any(Number) });
+    expect(byId['d1-unknown'].error).toMatch(/unknown job name/);
+    expect(byId['d1-invalid'].error).toMatch(/invalid payload: memoryId/);
+
+    await w!.publishMetrics();
+    const metrics = await request(t.app).get('/metrics');
+    expect(metrics.text).toMatch(/engram_outbox_quarantined_rows\{role="worker"\} 4/);
+
+    const target = byId['d1-unknown'].outboxId;
+    const del = await request(t.app).delete(`/api/jobs/outbox/${target}`).set(t.auth);
+    expect(del.status).toBe(200);
+    expect(del.body).toMatchObject({ success: true, outboxId: target, jobName: 'no-such-job' });
+    expect((await request(t.app).delete(`/api/jobs/outbox/${target}`).set(t.auth)).status).toBe(404);
+    expect((await request(t.app).delete('/api/jobs/outbox/nope').set(t.auth)).status).toBe(400);
+    const after = await request(t.app).get('/api/jobs').set(t.auth);
+    expect(after.body.outboxQuarantined.map((x: { jobId: string }) => x.jobId)).toEqual(['d1-bad-json', 'd1-invalid', 'd1-bad-json-2']);
+  });
+
+  it('a pending row cannot be deleted through the quarantine route (409), and a new job with a quarantined id is still accepted', async () => {
+    // Redis is up, so park a pending row directly.
+    const pending = insert('repair-sweep', 'd1-pending', '{"reason":"manual"}');
+    const res = await request(t.app).delete(`/api/jobs/outbox/${pending}`).set(t.auth);
+    expect(res.status).toBe(409);
+    // The same (name, id) as a quarantined row is a new pending row, not swallowed by the quarantined one.
+    insert('record-access', 'd1-bad-json', access());
+    // A job id BullMQ would refuse (an integer) would fail every addBulk of its queue: quarantined too.
+    insert('record-access', '777', access());
+    expect(t.ctx.queues.outboxCount()).toBe(3);
+    expect(await t.ctx.queues.flushOutbox()).toEqual({ moved: 2, remaining: 0, quarantined: 1 });
+    expect(t.ctx.queues.outboxQuarantined().find((x) => x.jobId === '777')?.error).toMatch(/integer/);
+  });
+});
