@@ -60,24 +60,27 @@ export function createApp(ctx: ApiContext, metrics: Metrics): Express {
       autoLogging: { ignore: (req) => req.url === '/healthz' || req.url === '/metrics' },
     }),
   );
-  // Chat requests can carry images: their own, larger limit (body-parser skips an already-parsed body).
-  app.use('/v1', jsonBody({ limit: ctx.env.PROXY_BODY_LIMIT_BYTES, maxDepth: PROXY_MAX_JSON_DEPTH }));
-  app.use(jsonBody({ limit: ctx.env.BODY_LIMIT_BYTES, maxDepth: API_MAX_JSON_DEPTH }));
-  app.use(express.urlencoded({ extended: false, limit: '16kb' }));
-
   const system: MountedRouter = systemRoutes(ctx, metrics);
   system.mountPath = '';
   app.use(system);
 
-  const mgmt = requireManagement(ctx.managementToken, { allowCookie: false });
-  mount(app, '/v1', requireApiKey(ctx.apiKeys), proxyRoutes(ctx));
-  mount(app, '/api/memory', mgmt, memoryRoutes(ctx));
-  mount(app, '/api/settings', mgmt, settingsRoutes(ctx));
-  mount(app, '/api/keys', mgmt, keysRoutes(ctx));
-  mount(app, '/api/jobs', mgmt, jobsRoutes(ctx));
-  // Browsers reach the admin pages with the login cookie; everything else needs the header.
+  // Authenticate first, parse second: a body is read (up to its limit) only for a caller who may send one.
+  // Chat requests can carry images: their own, larger limit and a deeper nesting limit.
+  app.use('/v1', requireApiKey(ctx.apiKeys), jsonBody({ limit: ctx.env.PROXY_BODY_LIMIT_BYTES, maxDepth: PROXY_MAX_JSON_DEPTH }));
+  mount(app, '/v1', proxyRoutes(ctx));
+  app.use(
+    '/api',
+    requireManagement(ctx.managementToken),
+    jsonBody({ limit: ctx.env.BODY_LIMIT_BYTES, maxDepth: API_MAX_JSON_DEPTH }),
+    express.urlencoded({ extended: false, limit: '16kb' }),
+  );
+  mount(app, '/api/memory', memoryRoutes(ctx));
+  mount(app, '/api/settings', settingsRoutes(ctx));
+  mount(app, '/api/keys', keysRoutes(ctx));
+  mount(app, '/api/jobs', jobsRoutes(ctx));
+  app.use('/api', (_req, res) => sendError(res, 404, 'not_found', 'No such API route'));
+  // Browsers reach the admin pages with the login cookie; everything else needs the header. The login form parses its own small body.
   mount(app, '/admin', adminRoutes(ctx));
-  app.use('/api', mgmt, (_req, res) => sendError(res, 404, 'not_found', 'No such API route'));
 
   app.use(notFoundHandler);
   app.use(errorHandler(ctx.log));

@@ -1,8 +1,11 @@
+import http from 'node:http';
+import net from 'node:net';
 import IORedis from 'ioredis';
 import request from 'supertest';
 import { buildTestApi, type TestApi } from '../helpers/api';
 import { startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream';
-import { testEnv } from '../helpers/env';
+import { TEST_TOKEN, testEnv } from '../helpers/env';
+import { listenLoopback } from '../helpers/loopback';
 import { TestRedis } from '../helpers/redis-server';
 import { waitUntil } from '../helpers/wait';
 
@@ -152,5 +155,72 @@ describe('deeply nested JSON (P3)', () => {
     const ok = await json(request(t.app).post('/v1/chat/completions').set(auth), `{"model":"m","messages":[{"role":"user","content":"hi","x":${deepObject(200)}}]}`);
     expect(ok.status).toBe(200);
     expect(fake.requests.length).toBe(before + 1);
+  });
+});
+
+/**
+ * Sends a request's head announcing `contentLength` bytes plus only `sent` of them, then waits (bounded) for
+ * the status line: a server that reads the body before answering never answers.
+ */
+function statusBeforeBodyEnds(port: number, path: string, headers: Record<string, string>, contentLength: number, sent: string, waitMs = 5000): Promise<number | 'no answer'> {
+  return new Promise((resolve, reject) => {
+    const sock = net.connect(port, '127.0.0.1');
+    let got = '';
+    const timer = setTimeout(() => finish('no answer'), waitMs);
+    const finish = (v: number | 'no answer') => {
+      clearTimeout(timer);
+      sock.destroy();
+      resolve(v);
+    };
+    sock.on('error', reject);
+    sock.on('data', (d: Buffer) => {
+      got += d.toString('latin1');
+      const m = /^HTTP\/1\.1 (\d{3})/.exec(got);
+      if (m) finish(Number(m[1]));
+    });
+    const head = [`POST ${path} HTTP/1.1`, 'host: 127.0.0.1', 'content-type: application/json', `content-length: ${contentLength}`, ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)];
+    sock.write(head.join('\r\n') + '\r\n\r\n' + sent);
+  });
+}
+
+describe('authentication before body parsing (D11)', () => {
+  let t: TestApi;
+  let server: http.Server;
+  let port: number;
+  let close: () => Promise<void>;
+  beforeAll(async () => {
+    t = buildTestApi();
+    server = http.createServer(t.app);
+    ({ port, close } = await listenLoopback(server));
+  });
+  afterAll(async () => {
+    await close();
+    await t.close();
+  });
+
+  it('an unauthenticated truncated JSON body is a 401 (not a 400) on /v1 and /api; a wrong token is refused the same way', async () => {
+    const truncated = '{"messages": [';
+    const v1 = await request(t.app).post('/v1/chat/completions').set('content-type', 'application/json').send(truncated);
+    expect(v1.status).toBe(401);
+    const v1Wrong = await request(t.app).post('/v1/memory/inject').set('authorization', 'Bearer egk_wrong').set('content-type', 'application/json').send(truncated);
+    expect(v1Wrong.status).not.toBe(400);
+    expect([401, 403]).toContain(v1Wrong.status);
+    const api = await request(t.app).post('/api/memory').set('content-type', 'application/json').send(truncated);
+    expect(apiError(api)).toEqual({ status: 401, code: 'unauthorized', requestId: 'string' });
+    const apiWrong = await request(t.app).post('/api/keys').set('authorization', 'Bearer wrong-token-wrong-token').set('content-type', 'application/json').send(truncated);
+    expect(apiError(apiWrong)).toEqual({ status: 403, code: 'forbidden', requestId: 'string' });
+    // With credentials, the same body is the client's JSON mistake.
+    const authed = await request(t.app).post('/api/memory').set(t.auth).set('content-type', 'application/json').send(truncated);
+    expect(apiError(authed)).toEqual({ status: 400, code: 'invalid_json', requestId: 'string' });
+  });
+
+  it('a large unauthenticated body is refused before it is read: the answer comes while the client is still sending', async () => {
+    const start = '{"model":"m","messages":[{"role":"user","content":"' + 'x'.repeat(1000);
+    expect(await statusBeforeBodyEnds(port, '/v1/chat/completions', {}, 15_000_000, start)).toBe(401);
+    expect(await statusBeforeBodyEnds(port, '/v1/chat/completions', { authorization: 'Bearer egk_not-a-key' }, 15_000_000, start)).not.toBe('no answer');
+    expect(await statusBeforeBodyEnds(port, '/api/memory', {}, 900_000, start)).toBe(401);
+    expect(await statusBeforeBodyEnds(port, '/api/memory', { authorization: 'Bearer wrong-token-wrong-token' }, 900_000, start)).toBe(403);
+    // Control: an authenticated request does wait for its body (the parser needs all of it).
+    expect(await statusBeforeBodyEnds(port, '/api/memory', { authorization: `Bearer ${TEST_TOKEN}` }, 900_000, start, 500)).toBe('no answer');
   });
 });

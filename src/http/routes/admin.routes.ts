@@ -2,7 +2,7 @@ import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { ExpressAdapter } from '@bull-board/express';
 import cookieParser from 'cookie-parser';
-import { Router, type RequestHandler } from 'express';
+import express, { Router, type RequestHandler } from 'express';
 import { z } from 'zod';
 import type { ApiContext } from '../api-context';
 import { safeEqual } from '../../auth/management-token';
@@ -38,7 +38,9 @@ export function adminRoutes(ctx: ApiContext): Router {
     res.type('html').send(loginPage(null));
   });
 
-  r.post('/login', (req, res) => {
+  // The only body read before authentication: the login form itself, small.
+  const loginParsers = [express.urlencoded({ extended: false, limit: '4kb' }), express.json({ limit: '4kb' })];
+  r.post('/login', ...loginParsers, (req, res) => {
     const body = loginBody.safeParse(req.body ?? {});
     const token = body.success ? body.data.token : '';
     if (!token || !safeEqual(token, ctx.managementToken)) {
