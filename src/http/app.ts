@@ -12,7 +12,7 @@ import { keysRoutes } from './routes/keys.routes';
 import { memoryRoutes } from './routes/memory.routes';
 import { settingsRoutes } from './routes/settings.routes';
 import { systemRoutes } from './routes/system.routes';
-import { jsonBody } from './validate';
+import { jsonBody, routePattern } from './validate';
 
 /** JSON nesting limits: management bodies are flat; chat bodies carry tool schemas and structured content, so more. */
 const API_MAX_JSON_DEPTH = 64;
@@ -42,8 +42,7 @@ export function createApp(ctx: ApiContext, metrics: Metrics): Express {
     res.setHeader('x-request-id', id);
     const started = process.hrtime.bigint();
     res.on('finish', () => {
-      const route = req.route ? `${req.baseUrl}${req.route.path}` : req.baseUrl || 'unmatched';
-      metrics.httpDuration.observe({ method: req.method, route, status: String(res.statusCode) }, Number(process.hrtime.bigint() - started) / 1e9);
+      metrics.httpDuration.observe({ method: req.method, route: (res.locals.routePattern as string | undefined) ?? routePattern(req) ?? 'unmatched', status: String(res.statusCode) }, Number(process.hrtime.bigint() - started) / 1e9);
     });
     next();
   });

@@ -2,6 +2,16 @@ import express, { type NextFunction, type Request, type RequestHandler, type Res
 import type { z } from 'zod';
 import { validationError } from '../errors';
 
+/**
+ * The route pattern a request matched, as declared (`/api/memory/:id`), or null before/without a match.
+ * Mount paths are literal and lower case and routing ignores case, so the matched prefix is lower-cased:
+ * a client can never mint a new value (metrics labels use this).
+ */
+export function routePattern(req: Request): string | null {
+  const path = (req.route as { path?: unknown } | undefined)?.path;
+  return typeof path === 'string' ? `${req.baseUrl.toLowerCase()}${path}` : null;
+}
+
 type Schemas = { body?: z.ZodType; query?: z.ZodType; params?: z.ZodType };
 type Out<S, K extends keyof Schemas> = S extends Record<K, infer T> ? (T extends z.ZodType ? z.infer<T> : undefined) : undefined;
 export type Input<S extends Schemas> = { body: Out<S, 'body'>; query: Out<S, 'query'>; params: Out<S, 'params'> };
@@ -16,6 +26,8 @@ export function handle<S extends Schemas>(
   fn: (input: Input<S>, req: Request, res: Response) => unknown | Promise<unknown>,
 ): RequestHandler {
   return async (req: Request, res: Response, next: NextFunction) => {
+    // Now, while the router's baseUrl is this route's: an error passed to next() unwinds it.
+    res.locals.routePattern = routePattern(req);
     try {
       const input: Record<string, unknown> = {};
       for (const where of ['params', 'query', 'body'] as const) {

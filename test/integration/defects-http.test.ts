@@ -6,6 +6,7 @@ import { buildTestApi, type TestApi } from '../helpers/api';
 import { startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream';
 import { TEST_TOKEN, testEnv } from '../helpers/env';
 import { listenLoopback } from '../helpers/loopback';
+import { mulberry32 } from '../helpers/prng';
 import { TestRedis } from '../helpers/redis-server';
 import { waitUntil } from '../helpers/wait';
 
@@ -222,5 +223,44 @@ describe('authentication before body parsing (D11)', () => {
     expect(await statusBeforeBodyEnds(port, '/api/memory', { authorization: 'Bearer wrong-token-wrong-token' }, 900_000, start)).toBe(403);
     // Control: an authenticated request does wait for its body (the parser needs all of it).
     expect(await statusBeforeBodyEnds(port, '/api/memory', { authorization: `Bearer ${TEST_TOKEN}` }, 900_000, start, 500)).toBe('no answer');
+  });
+});
+
+describe('/metrics route labels (P1)', () => {
+  let t: TestApi;
+  beforeAll(() => {
+    t = buildTestApi();
+  });
+  afterAll(() => t.close());
+
+  /** The `route` label of every request-duration series in the exposition. */
+  const routeLabels = async (): Promise<string[]> => {
+    const text = (await request(t.app).get('/metrics')).text;
+    return text
+      .split('\n')
+      .filter((l) => l.startsWith('engram_http_request_duration_seconds_count{'))
+      .map((l) => /route="([^"]*)"/.exec(l)?.[1] ?? '?');
+  };
+
+  it('300 random-case requests (unauthenticated, authenticated, unknown paths) add a bounded number of series, labelled with declared routes', async () => {
+    const rnd = mulberry32(20240601);
+    const scramble = (p: string) => Array.from(p, (c) => (rnd() < 0.5 ? c.toUpperCase() : c.toLowerCase())).join('');
+    const before = (await routeLabels()).length;
+    for (let i = 0; i < 300; i++) {
+      const kind = i % 3;
+      if (kind === 0) await request(t.app).get(scramble('/api/settings/memory'));
+      else if (kind === 1) await request(t.app).get(scramble('/api/settings/memory')).set(t.auth);
+      else await request(t.app).get(scramble(`/api/nope-${i}/x`)).set(t.auth);
+    }
+    const labels = await routeLabels();
+    expect(labels.length - before).toBeLessThan(15);
+    expect(labels).toContain('/api/settings/memory');
+    expect(labels).toContain('unmatched');
+    // Every label is a declared pattern (lower case) or `unmatched`.
+    for (const l of labels) expect(l === 'unmatched' || l === l.toLowerCase()).toBe(true);
+    // A parameterised route is labelled by its pattern, not the id.
+    await request(t.app).get('/api/memory/00000000-0000-4000-8000-000000000001').set(t.auth);
+    await request(t.app).get('/API/Memory/00000000-0000-4000-8000-000000000002').set(t.auth);
+    expect((await routeLabels()).filter((l) => l.includes('/api/memory/'))).toEqual(['/api/memory/:id']);
   });
 });
