@@ -264,3 +264,25 @@ describe('/metrics route labels (P1)', () => {
     expect((await routeLabels()).filter((l) => l.includes('/api/memory/'))).toEqual(['/api/memory/:id']);
   });
 });
+
+describe('PUT /api/settings/memory vectorStore: "qdrant"', () => {
+  let t: TestApi;
+  beforeAll(() => {
+    t = buildTestApi();
+  });
+  afterAll(() => t.close());
+
+  it('is refused with a 400 naming body.vectorStore (Qdrant is not available yet) and changes nothing', async () => {
+    const before = (await request(t.app).get('/api/settings/memory').set(t.auth)).body;
+    const r = await request(t.app).put('/api/settings/memory').set(t.auth).send({ vectorStore: 'qdrant', maxTokens: 1234 });
+    expect(apiError(r)).toEqual({ status: 400, code: 'validation_failed', requestId: 'string' });
+    expect(r.body.error.details).toEqual([expect.objectContaining({ path: 'body.vectorStore' })]);
+    expect(r.body.error.message).toMatch(/Qdrant is not available yet/);
+    expect((await request(t.app).get('/api/settings/memory').set(t.auth)).body).toEqual(before);
+    // The other values still work.
+    for (const v of ['sqlite-vec', 'auto']) {
+      const ok = await request(t.app).put('/api/settings/memory').set(t.auth).send({ vectorStore: v });
+      expect({ v, status: ok.status, vectorStore: ok.body.vectorStore }).toEqual({ v, status: 200, vectorStore: v });
+    }
+  });
+});
