@@ -68,15 +68,16 @@ export class ReindexService {
     return LIVE_STATES.has(state) ? { id, state } : null;
   }
 
-  /** Starts a reindex unless one is live; concurrent callers get the same job (deduplicated in Redis). */
+  /**
+   * Starts a reindex unless one is live. Concurrent callers (any process) get the same job: the
+   * deduplication id is taken atomically in Redis (or, while Redis is down, by the one pending
+   * outbox row), and `existing` is true for every caller but the one whose job holds it.
+   */
   async request(trigger: 'api' | 'auto', force = false): Promise<EnqueueResult & { existing: boolean }> {
     const live = await this.live();
-    if (live) return { jobId: live.id, queue: 'reindex', via: 'queue', existing: true };
+    if (live) return { jobId: live.id, queue: 'reindex', via: 'queue', deduplicated: true, existing: true };
     const r = await this.d.queues.enqueue('reindex', { force, trigger });
-    if (r.via === 'outbox') return { ...r, existing: false };
-    // A concurrent request may have won the deduplication: report the job that is really queued.
-    const winner = await this.d.queues.queue('reindex').getDeduplicationJobId(REINDEX_DEDUPLICATION_ID);
-    return { ...r, jobId: winner ?? r.jobId, existing: winner !== null && winner !== r.jobId };
+    return { ...r, existing: r.deduplicated };
   }
 
   /**

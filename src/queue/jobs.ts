@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import type { JobsOptions } from 'bullmq';
 import { z } from 'zod';
 import type { QueueName } from '../config/queue-names';
@@ -70,9 +71,11 @@ export const JOBS = {
     }),
     // At most one live reindex: BullMQ's deduplication id is checked and set atomically in Redis, so
     // concurrent triggers (routes, settings changes, drift checks, an outbox flush) collapse into one
-    // job; finished runs keep their own ids, so their results stay visible.
-    jobId: (d, now) => `reindex-${d.trigger}-${now}`,
-    options: { attempts: 10, deduplication: { id: 'reindex' } },
+    // job; finished runs keep their own ids, so their results stay visible. The id is unique per
+    // request (a timestamp alone is not: concurrent triggers in the same millisecond shared one, and
+    // each of them then believed it had started the job).
+    jobId: (d, now) => `reindex-${d.trigger}-${now}-${crypto.randomBytes(4).toString('hex')}`,
+    options: { attempts: 10, deduplication: { id: REINDEX_DEDUPLICATION_ID } },
   }),
   'record-access': spec({
     queue: 'maintenance',

@@ -31,6 +31,24 @@ export class OutboxRepository {
       .run(jobName, jobId, JSON.stringify(payload), now);
   }
 
+  /**
+   * Stores a job unless a pending row of the same job name exists (a singleton such as reindex);
+   * checked and written in one write transaction, so concurrent callers (any process) agree.
+   * Returns the job id of the row that holds it.
+   */
+  addOnce(jobName: string, jobId: string, payload: unknown, now: string): string {
+    return this.db
+      .transaction(() => {
+        const have = this.db
+          .prepare('SELECT job_id FROM outbox WHERE job_name = ? AND quarantined_at IS NULL AND job_id IS NOT NULL ORDER BY outbox_id LIMIT 1')
+          .get(jobName) as { job_id: string } | undefined;
+        if (have) return have.job_id;
+        this.add(jobName, jobId, payload, now);
+        return jobId;
+      })
+      .immediate();
+  }
+
   /** Oldest pending (not quarantined) rows after a cursor (outbox_id). */
   oldest(limit: number, afterId = 0): OutboxRow[] {
     const rows = this.db

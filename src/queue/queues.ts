@@ -17,11 +17,14 @@ export interface EnqueueResult {
   queue: QueueName;
   /** 'queue' when Redis took it, 'outbox' when it was stored in SQLite for later. */
   via: 'queue' | 'outbox';
+  /** True when another job already held the job's deduplication id: `jobId` names that job, and nothing new was added. */
+  deduplicated: boolean;
 }
 
 /** BullMQ's own rule for custom ids (Job.validateOptions): no integers, no ':' (except its repeat-job form). */
 function bullmqRefusesJobId(id: string): string | null {
   if (id.length === 0) return 'job id is empty';
+  if (id.startsWith('0:')) return `job id ${JSON.stringify(id)} starts with "0:", which BullMQ refuses`;
   if (`${parseInt(id, 10)}` === id) return `job id ${JSON.stringify(id)} is an integer, which BullMQ refuses for custom ids`;
   if (id.includes(':') && id.split(':').length !== 3) return `job id ${JSON.stringify(id)} contains ':', which BullMQ refuses`;
   return null;
@@ -96,25 +99,36 @@ export class QueueLayer {
     return QUEUE_NAMES.map((n) => this.queue(n));
   }
 
-  /** Validates the payload, derives the job id and adds the job (api: or stores it in the outbox). */
+  /**
+   * Validates the payload, derives the job id and adds the job (api: or stores it in the outbox).
+   * For a job with a deduplication id (the reindex singleton) the result names the job that really
+   * holds it — the one Redis kept, or the pending outbox row — and says whether this call lost.
+   */
   async enqueue<N extends JobName>(name: N, input: JobInput<N>, extra: { delay?: number } = {}): Promise<EnqueueResult> {
     const data = parsePayload(name, input);
     const opts = { ...jobOptions(name, data, `${name}-${crypto.randomUUID()}`), ...extra };
     const queue = JOBS[name].queue as QueueName;
+    // BullMQ answers with the id of the job that holds the deduplication id, which is ours only when we won.
+    const added = (id: string | undefined) => ({ jobId: id ?? opts.jobId, queue, via: 'queue' as const, deduplicated: id !== undefined && id !== opts.jobId });
     if (this.role === 'worker') {
-      await this.queue(queue).add(name, data, opts);
-      return { jobId: opts.jobId, queue, via: 'queue' };
+      const job = await this.queue(queue).add(name, data, opts);
+      return added(job.id);
     }
     if (this.isReady()) {
       try {
-        await withTimeout(this.queue(queue).add(name, data, opts), API_ADD_TIMEOUT_MS, `redis did not take the job within ${API_ADD_TIMEOUT_MS} ms`);
-        return { jobId: opts.jobId, queue, via: 'queue' };
+        const job = await withTimeout(this.queue(queue).add(name, data, opts), API_ADD_TIMEOUT_MS, `redis did not take the job within ${API_ADD_TIMEOUT_MS} ms`);
+        return added(job.id);
       } catch (err) {
         this.log.warn({ job: name, jobId: opts.jobId, err: { message: (err as Error).message } }, 'could not add job; stored in the outbox');
       }
     }
+    if (opts.deduplication?.id) {
+      // Deduplication ids in the job map are per job name: one pending outbox row holds it, as one live job does in Redis.
+      const holder = this.outbox.addOnce(name, opts.jobId, data, nowIso());
+      return { jobId: holder, queue, via: 'outbox', deduplicated: holder !== opts.jobId };
+    }
     this.outbox.add(name, opts.jobId, data, nowIso());
-    return { jobId: opts.jobId, queue, via: 'outbox' };
+    return { jobId: opts.jobId, queue, via: 'outbox', deduplicated: false };
   }
 
   /** Adds many jobs of one kind in one round trip (worker side: bulk fan-out); ids dedupe as usual. */

@@ -112,3 +112,61 @@ describe('D1: a poisoned outbox row is quarantined, the rest flush', () => {
     expect(t.ctx.queues.outboxQuarantined().find((x) => x.jobId === '777')?.error).toMatch(/integer/);
   });
 });
+
+describe('D4: the reindex singleton under concurrent triggers', () => {
+  const live = async (t: TestApi) => (await t.ctx.queues.queue('reindex').getJobs(['waiting', 'active', 'delayed', 'prioritized'])).filter((j) => j.name === 'reindex');
+
+  it('20 concurrent ReindexService.request() calls leave exactly one live reindex job, and all of them name it', async () => {
+    // No worker serves the reindex queue here, so the job stays live for the whole test.
+    const t = buildTestApi(testEnv(NO_SCHEDULES));
+    try {
+      await waitUntil(() => t.ctx.queues.isReady(), 5000, 'redis ready');
+      const results = await Promise.all(Array.from({ length: 20 }, () => t.ctx.reindex.request('api')));
+      const jobs = await live(t);
+      expect(jobs).toHaveLength(1);
+      expect(results.filter((r) => !r.existing)).toHaveLength(1);
+      expect(new Set(results.map((r) => r.jobId))).toEqual(new Set([jobs[0].id]));
+      // A later trigger (settings change, drift) gets the same live job.
+      const again = await t.ctx.reindex.request('auto');
+      expect(again).toMatchObject({ existing: true, jobId: jobs[0].id });
+      expect(await live(t)).toHaveLength(1);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('20 concurrent POST /api/memory/reindex: one 202, nineteen 409s carrying the live job id', async () => {
+    const t = buildTestApi(testEnv(NO_SCHEDULES));
+    try {
+      await waitUntil(() => t.ctx.queues.isReady(), 5000, 'redis ready');
+      const responses = await Promise.all(Array.from({ length: 20 }, () => request(t.app).post('/api/memory/reindex').set(t.auth).send({})));
+      const jobs = await live(t);
+      expect(jobs).toHaveLength(1);
+      const accepted = responses.filter((r) => r.status === 202);
+      const refused = responses.filter((r) => r.status === 409);
+      expect(accepted).toHaveLength(1);
+      expect(refused).toHaveLength(19);
+      expect(accepted[0].body.jobId).toBe(jobs[0].id);
+      for (const r of refused) expect(r.body.error.details.jobId).toBe(jobs[0].id);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('while Redis is unreachable the outbox holds one reindex too: one 202, the rest 409 with its id', async () => {
+    const t = buildTestApi(testEnv({ ...NO_SCHEDULES, REDIS_URL: 'redis://127.0.0.1:1' }));
+    try {
+      const results = await Promise.all(Array.from({ length: 20 }, () => t.ctx.reindex.request('auto')));
+      expect(results.every((r) => r.via === 'outbox')).toBe(true);
+      expect(results.filter((r) => !r.existing)).toHaveLength(1);
+      expect(new Set(results.map((r) => r.jobId)).size).toBe(1);
+      const responses = await Promise.all(Array.from({ length: 20 }, () => request(t.app).post('/api/memory/reindex').set(t.auth).send({})));
+      expect(responses.map((r) => r.status).sort()).toEqual(Array(20).fill(409));
+      for (const r of responses) expect(r.body.error.details.jobId).toBe(results[0].jobId);
+      const rows = t.ctx.db.db.prepare("SELECT job_id FROM outbox WHERE job_name = 'reindex'").all() as { job_id: string }[];
+      expect(rows).toEqual([{ job_id: results[0].jobId }]);
+    } finally {
+      await t.close();
+    }
+  });
+});
