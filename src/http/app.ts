@@ -5,7 +5,7 @@ import type { ApiContext } from './api-context';
 import type { Metrics } from '../metrics';
 import { proxyRoutes } from './routes/proxy.routes';
 import { requireApiKey, requireManagement } from './auth';
-import { errorHandler, notFoundHandler, sendError } from './error-handler';
+import { errorHandler, notFoundHandler, sendError, useOpenAiErrors } from './error-handler';
 import { adminRoutes } from './routes/admin.routes';
 import { jobsRoutes } from './routes/jobs.routes';
 import { keysRoutes } from './routes/keys.routes';
@@ -65,7 +65,7 @@ export function createApp(ctx: ApiContext, metrics: Metrics): Express {
 
   // Authenticate first, parse second: a body is read (up to its limit) only for a caller who may send one.
   // Chat requests can carry images: their own, larger limit and a deeper nesting limit.
-  app.use('/v1', requireApiKey(ctx.apiKeys), jsonBody({ limit: ctx.env.PROXY_BODY_LIMIT_BYTES, maxDepth: PROXY_MAX_JSON_DEPTH }));
+  app.use('/v1', useOpenAiErrors, requireApiKey(ctx.apiKeys), jsonBody({ limit: ctx.env.PROXY_BODY_LIMIT_BYTES, maxDepth: PROXY_MAX_JSON_DEPTH }));
   mount(app, '/v1', proxyRoutes(ctx));
   app.use(
     '/api',

@@ -36,13 +36,14 @@ export function requireManagement(token: string, opts: { allowCookie?: boolean; 
   };
 }
 
-/** Client API key auth for /v1: Bearer egk_…; 401 without, 403 unknown or revoked. */
+/** Client API key auth for /v1: Bearer egk_… (or x-api-key); 401 without and for an unknown or revoked key, as OpenAI answers. */
 export function requireApiKey(keys: ApiKeyService): RequestHandler {
   return (req, res, next) => {
     const presented = bearer(req) ?? (typeof req.headers['x-api-key'] === 'string' ? req.headers['x-api-key'] : null);
-    if (!presented) return sendError(res, 401, 'unauthorized', 'API key required (Authorization: Bearer <key>)');
+    if (!presented) return sendError(res, 401, 'unauthorized', "You didn't provide an API key (Authorization: Bearer <key>)");
     const rec = keys.verify(presented);
-    if (!rec) return sendError(res, 403, 'forbidden', 'Invalid or revoked API key');
+    // Never echo what was presented.
+    if (!rec) return sendError(res, 401, 'unauthorized', 'Incorrect or revoked API key provided');
     res.locals.auth = { kind: 'apiKey', key: rec };
     next();
   };

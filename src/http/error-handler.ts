@@ -5,9 +5,37 @@ import type { Logger } from '../logger';
 /** Seconds a client should wait before retrying a 503 (every 503 the app sends carries it). */
 export const RETRY_AFTER_SECONDS = 5;
 
-/** Sends the one error shape: {error:{code,message,details}, requestId}; a 503 also gets Retry-After. */
+/** OpenAI's error `type` for a status Engram itself answers with on /v1. */
+function openAiType(status: number): string {
+  if (status >= 500) return 'server_error';
+  if (status === 403) return 'permission_error';
+  if (status === 429) return 'rate_limit_error';
+  return 'invalid_request_error';
+}
+
+/** The request field an error is about, OpenAI style (`messages.0.role`): the first detail's zod path without `body.`. */
+function openAiParam(details: unknown): string | null {
+  const first = Array.isArray(details) ? (details[0] as { path?: unknown } | undefined) : undefined;
+  return typeof first?.path === 'string' ? first.path.replace(/^(body|query|params)\.?/, '') || null : null;
+}
+
+/** Marks a request as OpenAI-compatible (/v1): its errors use OpenAI's shape `{error:{message,type,param,code}}`. */
+export const useOpenAiErrors: RequestHandler = (_req, res, next) => {
+  res.locals.errorFormat = 'openai';
+  next();
+};
+
+/**
+ * Sends an error: the one shape `{error:{code,message,details}, requestId}`, or on /v1 OpenAI's
+ * `{error:{message,type,param,code}}` (a 401 there is always `invalid_api_key`, as OpenAI's SDKs expect).
+ * A 503 also gets Retry-After.
+ */
 export function sendError(res: Parameters<RequestHandler>[1], status: number, code: string, message: string, details: unknown = null): void {
   if (status === 503) res.setHeader('retry-after', String(RETRY_AFTER_SECONDS));
+  if (res.locals.errorFormat === 'openai') {
+    res.status(status).json({ error: { message, type: openAiType(status), param: openAiParam(details), code: status === 401 ? 'invalid_api_key' : code } });
+    return;
+  }
   res.status(status).json({ error: { code, message, details }, requestId: res.locals.requestId ?? null });
 }
 

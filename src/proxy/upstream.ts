@@ -49,7 +49,7 @@ export function upstreamErrorCode(err: unknown): string {
   return typeof code === 'string' ? code : err instanceof Error ? err.name : 'unknown';
 }
 
-/** The OpenAI-compatible upstream: `POST /chat/completions` and `GET /models` under UPSTREAM_BASE_URL, with the upstream key (never the client's). */
+/** The OpenAI-compatible upstream: `POST /chat/completions`, `GET /models` and `GET /models/:id` under UPSTREAM_BASE_URL, with the upstream key (never the client's). */
 export class UpstreamClient {
   private readonly base: string;
 
@@ -65,6 +65,11 @@ export class UpstreamClient {
   /** Lists the upstream's models; resolves when the status and headers arrive. */
   models(opts: { signal: AbortSignal }): Promise<UpstreamResponse> {
     return this.call('GET', '/models', opts.signal, undefined, 'application/json');
+  }
+
+  /** One model of the upstream (`GET /models/:id`); resolves when the status and headers arrive. */
+  model(id: string, opts: { signal: AbortSignal }): Promise<UpstreamResponse> {
+    return this.call('GET', `/models/${encodeURIComponent(id)}`, opts.signal, undefined, 'application/json');
   }
 
   private async call(method: 'GET' | 'POST', path: string, signal: AbortSignal, body: string | undefined, accept: string): Promise<UpstreamResponse> {

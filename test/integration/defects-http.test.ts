@@ -1,6 +1,7 @@
 import http from 'node:http';
 import net from 'node:net';
 import IORedis from 'ioredis';
+import OpenAI from 'openai';
 import request from 'supertest';
 import { buildTestApi, type TestApi } from '../helpers/api';
 import { startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream';
@@ -284,5 +285,113 @@ describe('PUT /api/settings/memory vectorStore: "qdrant"', () => {
       const ok = await request(t.app).put('/api/settings/memory').set(t.auth).send({ vectorStore: v });
       expect({ v, status: ok.status, vectorStore: ok.body.vectorStore }).toEqual({ v, status: 200, vectorStore: v });
     }
+  });
+});
+
+describe('/v1 speaks OpenAI errors to the official client (P9)', () => {
+  let t: TestApi;
+  let upstream: { port: number; close: () => Promise<void> };
+  const seen: { method: string; url: string; authorization?: string }[] = [];
+  let server: http.Server;
+  let close: () => Promise<void>;
+  let baseURL: string;
+  let key: string;
+  const client = (apiKey: string) => new OpenAI({ apiKey, baseURL, maxRetries: 0, timeout: 10_000 });
+  const OPENAI_ERROR_KEYS = ['code', 'message', 'param', 'type'];
+
+  beforeAll(async () => {
+    // An upstream with GET /v1/models/:id (the shared fake has only the list).
+    upstream = await listenLoopback(
+      http.createServer((req, res) => {
+        seen.push({ method: req.method ?? '', url: req.url ?? '', authorization: req.headers.authorization });
+        const m = /^\/v1\/models\/([^/?]+)$/.exec(req.url ?? '');
+        const found = m && m[1] !== 'missing';
+        const body = found
+          ? { id: decodeURIComponent(m[1]), object: 'model', created: 1_700_000_000, owned_by: 'fake' }
+          : { error: { message: 'The model `missing` does not exist', type: 'invalid_request_error', param: null, code: 'model_not_found' } };
+        res.writeHead(found ? 200 : 404, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+      }),
+    );
+    t = buildTestApi(testEnv({ UPSTREAM_BASE_URL: `http://127.0.0.1:${upstream.port}/v1`, UPSTREAM_API_KEY: 'upstream-secret', PROXY_BODY_LIMIT_BYTES: '65536' }));
+    key = t.ctx.apiKeys.create('p9').key;
+    server = http.createServer(t.app);
+    let port: number;
+    ({ port, close } = await listenLoopback(server));
+    baseURL = `http://127.0.0.1:${port}/v1`;
+  });
+  afterAll(async () => {
+    await close();
+    await upstream.close();
+    await t.close();
+  });
+
+  it('a wrong, revoked or missing client key is a 401 invalid_api_key (the SDK raises AuthenticationError), and nothing goes upstream', async () => {
+    const before = seen.length;
+    const wrong = await client(`egk_${'x'.repeat(43)}`).models.list().catch((e: unknown) => e);
+    expect(wrong).toBeInstanceOf(OpenAI.AuthenticationError);
+    expect((wrong as InstanceType<typeof OpenAI.AuthenticationError>).status).toBe(401);
+    expect((wrong as InstanceType<typeof OpenAI.AuthenticationError>).code).toBe('invalid_api_key');
+    const revoked = t.ctx.apiKeys.create('revoked');
+    t.ctx.apiKeys.revoke(revoked.id);
+    const chat = await client(revoked.key)
+      .chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] })
+      .catch((e: unknown) => e);
+    expect(chat).toBeInstanceOf(OpenAI.AuthenticationError);
+
+    const none = await request(t.app).post('/v1/chat/completions').send({ model: 'm', messages: [] });
+    expect(none.status).toBe(401);
+    expect(Object.keys(none.body)).toEqual(['error']);
+    expect(Object.keys(none.body.error).sort()).toEqual(OPENAI_ERROR_KEYS);
+    expect(none.body.error).toMatchObject({ type: 'invalid_request_error', code: 'invalid_api_key', param: null });
+    // The request id is still there, as a header.
+    expect(none.headers['x-request-id']).toEqual(expect.any(String));
+    expect(seen.length).toBe(before);
+  });
+
+  it('models.retrieve passes through to the upstream (GET /v1/models/:id)', async () => {
+    const model = await client(key).models.retrieve('ft:gpt-4o-mini:org:custom');
+    expect(model).toMatchObject({ id: 'ft:gpt-4o-mini:org:custom', object: 'model' });
+    expect(seen.at(-1)).toEqual({ method: 'GET', url: `/v1/models/${encodeURIComponent('ft:gpt-4o-mini:org:custom')}`, authorization: 'Bearer upstream-secret' });
+    // The upstream's 404 for an unknown model reaches the client unchanged (NotFoundError in the SDK).
+    const missing = await client(key).models.retrieve('missing').catch((e: unknown) => e);
+    expect(missing).toBeInstanceOf(OpenAI.NotFoundError);
+    expect((missing as InstanceType<typeof OpenAI.NotFoundError>).code).toBe('model_not_found');
+    // A path under it that is no route is our 404, in OpenAI's shape.
+    const deeper = await request(t.app).get('/v1/models/a/b').set('authorization', `Bearer ${key}`);
+    expect(deeper.status).toBe(404);
+    expect(Object.keys(deeper.body)).toEqual(['error']);
+    expect(Object.keys(deeper.body.error).sort()).toEqual(OPENAI_ERROR_KEYS);
+  });
+
+  it('invalid bodies are 400 invalid_request_error (BadRequestError), with param; 413 and 404 use the same shape; /api keeps ours', async () => {
+    const bad = await client(key)
+      .chat.completions.create({ model: 'm', messages: 'hello' } as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming)
+      .catch((e: unknown) => e);
+    expect(bad).toBeInstanceOf(OpenAI.BadRequestError);
+    const err = bad as InstanceType<typeof OpenAI.BadRequestError>;
+    expect(err.status).toBe(400);
+    expect(err.type).toBe('invalid_request_error');
+    expect(err.param).toBe('messages');
+    const auth = { authorization: `Bearer ${key}` };
+
+    const notJson = await request(t.app).post('/v1/chat/completions').set(auth).set('content-type', 'application/json').send('{"messages": [');
+    expect(notJson.status).toBe(400);
+    expect(notJson.body).toEqual({ error: { message: expect.any(String), type: 'invalid_request_error', param: null, code: 'invalid_json' } });
+
+    const big = await request(t.app).post('/v1/chat/completions').set(auth).send({ model: 'm', messages: [{ role: 'user', content: 'x'.repeat(100_000) }] });
+    expect(big.status).toBe(413);
+    expect(big.body.error).toMatchObject({ type: 'invalid_request_error', code: 'payload_too_large' });
+
+    const unknown = await request(t.app).get('/v1/nope').set(auth);
+    expect(unknown.status).toBe(404);
+    expect(Object.keys(unknown.body)).toEqual(['error']);
+    expect(unknown.body.error).toMatchObject({ type: 'invalid_request_error' });
+
+    const pct = await request(t.app).get('/v1/models/%ZZ').set(auth);
+    expect(pct.status).toBe(400);
+    expect(Object.keys(pct.body)).toEqual(['error']);
+
+    const api = await request(t.app).get('/api/keys');
+    expect(apiError(api)).toEqual({ status: 401, code: 'unauthorized', requestId: 'string' });
   });
 });

@@ -470,35 +470,34 @@ describe('/v1 chat proxy (retrieval test double)', () => {
     await expectNoExtraction(m);
   });
 
-  it('unknown or revoked Engram keys are refused (401/403) and never reach the upstream', async () => {
+  it('unknown or revoked Engram keys are refused (401 invalid_api_key, as OpenAI answers) and never reach the upstream', async () => {
     const before = fake.requests.length;
     const body = { model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] };
     const none = await request(t.app).post('/v1/chat/completions').send(body);
     expect(none.status).toBe(401);
-    expect(none.body).toMatchObject({ error: { code: 'unauthorized' }, requestId: expect.any(String) });
+    expect(none.body).toEqual({ error: { message: expect.any(String), type: 'invalid_request_error', param: null, code: 'invalid_api_key' } });
     expect((await request(t.app).get('/v1/models')).status).toBe(401);
     const unknown = await client(baseURL, `egk_${crypto.randomBytes(32).toString('base64url')}`)
       .chat.completions.create(body as OpenAI.ChatCompletionCreateParamsNonStreaming)
       .catch((e: unknown) => e);
-    expect(unknown).toBeInstanceOf(OpenAI.PermissionDeniedError);
+    expect(unknown).toBeInstanceOf(OpenAI.AuthenticationError);
     const revoked = t.ctx.apiKeys.create('revoked');
     t.ctx.apiKeys.revoke(revoked.id);
     const r = await request(t.app).post('/v1/chat/completions').set('authorization', `Bearer ${revoked.key}`).send(body);
-    expect(r.status).toBe(403);
+    expect(r.status).toBe(401);
     expect(fake.requests.length).toBe(before);
     expect(retriever.calls).toHaveLength(0);
   });
 
-  it('malformed bodies are 400 with zod paths, and never reach the upstream', async () => {
+  it('malformed bodies are 400 invalid_request_error with the zod path as param, and never reach the upstream', async () => {
     const before = fake.requests.length;
     const auth = { authorization: `Bearer ${key.key}` };
     const r = await request(t.app).post('/v1/chat/completions').set(auth).send({ model: 'gpt-4o-mini', messages: 'hello' });
     expect(r.status).toBe(400);
-    expect(r.body.error.code).toBe('validation_failed');
-    expect(r.body.error.details.map((d: { path: string }) => d.path)).toContain('body.messages');
+    expect(r.body.error).toMatchObject({ type: 'invalid_request_error', code: 'validation_failed', param: 'messages' });
     const noRole = await request(t.app).post('/v1/chat/completions').set(auth).send({ messages: [{ content: 'x' }] });
     expect(noRole.status).toBe(400);
-    expect(noRole.body.error.details.map((d: { path: string }) => d.path)).toContain('body.messages.0.role');
+    expect(noRole.body.error.param).toBe('messages.0.role');
     const notJson = await request(t.app).post('/v1/chat/completions').set(auth).set('content-type', 'application/json').send('{"messages": [');
     expect(notJson.status).toBe(400);
     expect((await request(t.app).post('/v1/memory/inject').set(auth).send({ messages: 3 })).status).toBe(400);
@@ -506,7 +505,7 @@ describe('/v1 chat proxy (retrieval test double)', () => {
     expect(fake.requests.length).toBe(before);
   });
 
-  it('an unreachable upstream is a 502 and a silent one a 504, in the one error shape', async () => {
+  it("an unreachable upstream is a 502 and a silent one a 504, in OpenAI's error shape", async () => {
     const slow = await startFakeUpstream();
     const t2 = buildTestApi(testEnv({ UPSTREAM_BASE_URL: `${slow.url}/v1`, UPSTREAM_API_KEY: UPSTREAM_KEY, UPSTREAM_TIMEOUT_MS: '1000' }));
     try {
@@ -516,13 +515,13 @@ describe('/v1 chat proxy (retrieval test double)', () => {
       const started = Date.now();
       const timedOut = await request(t2.app).post('/v1/chat/completions').set('authorization', `Bearer ${k.key}`).send(body);
       expect(timedOut.status).toBe(504);
-      expect(timedOut.body).toMatchObject({ error: { code: 'upstream_timeout' }, requestId: expect.any(String) });
+      expect(timedOut.body).toEqual({ error: { message: expect.any(String), type: 'server_error', param: null, code: 'upstream_timeout' } });
       expect(timedOut.headers['x-memory-status']).toBe('disabled');
       expect(Date.now() - started).toBeLessThan(2400);
       await slow.close();
       const down = await request(t2.app).post('/v1/chat/completions').set('authorization', `Bearer ${k.key}`).send(body);
       expect(down.status).toBe(502);
-      expect(down.body).toMatchObject({ error: { code: 'upstream_unreachable', details: null }, requestId: expect.any(String) });
+      expect(down.body).toEqual({ error: { message: expect.any(String), type: 'server_error', param: null, code: 'upstream_unreachable' } });
       expect(JSON.stringify(down.body)).not.toContain(UPSTREAM_KEY);
       expect((await request(t2.app).get('/v1/models').set('authorization', `Bearer ${k.key}`)).status).toBe(502);
     } finally {

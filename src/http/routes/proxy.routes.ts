@@ -6,7 +6,7 @@ import { handle } from '../validate';
 import { lastUserText, responseText } from '../../memory/chat-text';
 import type { ChatRequest } from '../../memory/injection';
 import { applyMemory, enqueueExtraction, extractionPayload, memoryPlan, setMemoryHeaders } from '../../proxy/memory-phase';
-import { chatCompletionBody, observeBody } from './proxy.schema';
+import { chatCompletionBody, modelParams, observeBody } from './proxy.schema';
 import { relayBody, relaySse, SseDeltaCollector } from '../../proxy/stream-tee';
 import { isEventStream, passThroughHeaders, upstreamErrorCode, upstreamFailure, UpstreamClient, type UpstreamResponse } from '../../proxy/upstream';
 
@@ -100,16 +100,25 @@ export function proxyRoutes(ctx: ApiContext): Router {
     }),
   );
 
+  /** Relays a GET to the upstream as it answers (status, headers and body unchanged). */
+  const relayGet = async (req: Request, res: Response, call: (signal: AbortSignal) => Promise<UpstreamResponse>) => {
+    const ac = abortOnClientClose(req, res);
+    const up = await callUpstream(ctx, res, ac.signal, () => call(ac.signal));
+    if (!up) return;
+    writeUpstreamHead(res, up, false);
+    const { end } = await relayBody(up.body, res, ac.signal, 0);
+    if (end === 'complete') res.end();
+  };
+
   router.get(
     '/models',
-    handle({}, async (_input, req, res) => {
-      const ac = abortOnClientClose(req, res);
-      const up = await callUpstream(ctx, res, ac.signal, () => upstream.models({ signal: ac.signal }));
-      if (!up) return;
-      writeUpstreamHead(res, up, false);
-      const { end } = await relayBody(up.body, res, ac.signal, 0);
-      if (end === 'complete') res.end();
-    }),
+    handle({}, (_input, req, res) => relayGet(req, res, (signal) => upstream.models({ signal }))),
+  );
+
+  // The OpenAI SDK's models.retrieve(id).
+  router.get(
+    '/models/:id',
+    handle({ params: modelParams }, ({ params }, req, res) => relayGet(req, res, (signal) => upstream.model(params.id, { signal }))),
   );
 
   router.post(

@@ -27,3 +27,6 @@ export const observeBody = z.object({
   sessionId: z.string().trim().min(1).max(MAX_SESSION_ID_LENGTH).optional(),
 });
 export type ObserveBody = z.infer<typeof observeBody>;
+
+/** GET /v1/models/:id: a model id as the upstream names it (`gpt-4o-mini`, `ft:gpt-4o-mini:org:x`). */
+export const modelParams = z.object({ id: z.string().min(1).max(256) });
