@@ -1,5 +1,6 @@
 import type { Env } from '../config/env';
 import type { Db } from '../db/connection';
+import { AccessRecorder } from './access-recorder';
 import { RetrievalRepository, type CandidateFilter } from './retrieval.repository';
 import type { EmbeddingService } from '../embedding/embedding.service';
 import { sanitizeEmbeddingMessage } from '../embedding/embedding.service';
@@ -47,8 +48,10 @@ export interface RetrievalDeps {
   embedding: EmbeddingService;
   vectors: VectorStore;
   reranker: Reranker;
-  /** For the access-count job; absent in tools that only preview. */
+  /** For the access-count jobs (through an AccessRecorder built here); absent in tools that only preview. */
   queues?: QueueLayer;
+  /** Overrides the recorder built from `queues`. */
+  access?: AccessRecorder;
 }
 
 type VectorOutcome = { hits: { id: string; score: number }[]; reason: null } | { hits: null; reason: string };
@@ -60,9 +63,16 @@ type VectorOutcome = { hits: { id: string; score: number }[]; reason: null } | {
  */
 export class RetrievalService implements Retriever {
   private readonly repo: RetrievalRepository;
+  private readonly access: AccessRecorder | null;
 
   constructor(private readonly d: RetrievalDeps) {
     this.repo = new RetrievalRepository(d.db);
+    this.access = d.access ?? (d.queues ? new AccessRecorder({ queues: d.queues, log: d.log }) : null);
+  }
+
+  /** Sends the access counts still pending (shutdown: before the queues close). */
+  async close(): Promise<void> {
+    await this.access?.close();
   }
 
   async retrieve(apiKeyId: string | null, opts: RetrieveOptions, mode: RetrieveMode = {}): Promise<RetrievalResult> {
@@ -143,12 +153,8 @@ export class RetrievalService implements Retriever {
     const selected = opts.limit ? walk.selected.slice(0, opts.limit) : walk.selected;
     const totalTokens = selected.reduce((a, it) => a + it.tokens, 0);
 
-    if (!mode.preview && apiKeyId !== null && selected.length > 0 && this.d.queues) {
-      // Access counts are bookkeeping: a job, never a write on the request path.
-      this.d.queues.enqueue('record-access', { memoryIds: selected.map((s) => s.memory.id) }).catch((err) => {
-        this.d.log.warn({ err: { message: (err as Error).message } }, 'could not record memory access');
-      });
-    }
+    // Access counts are bookkeeping: batched in memory and sent as jobs by a timer, never a write on the request path.
+    if (!mode.preview && apiKeyId !== null && selected.length > 0) this.access?.record(selected.map((s) => s.memory.id));
     return { items: selected, resolution, totalTokens, budgetMaxTokens: budget };
   }
 

@@ -67,4 +67,6 @@ export interface RetrieveMode {
 export interface Retriever {
   /** `apiKeyId` null searches every tenant (management preview only). */
   retrieve(apiKeyId: string | null, opts: RetrieveOptions, mode?: RetrieveMode): Promise<RetrievalResult>;
+  /** Finishes background bookkeeping (pending access counts); call before the queues close. */
+  close?(): Promise<void>;
 }

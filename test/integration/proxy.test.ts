@@ -13,11 +13,12 @@ import { applyMemory, memoryPlan } from '../../src/proxy/memory-phase';
 import { SseDeltaCollector } from '../../src/proxy/stream-tee';
 import { JOBS } from '../../src/queue/jobs';
 import { buildTestApi, type TestApi } from '../helpers/api';
-import { testEnv } from '../helpers/env';
+import { silentLog, testEnv } from '../helpers/env';
 import { startFakeEmbeddingsServer, type FakeEmbeddingsServer } from '../helpers/fake-embeddings-server';
 import { startFakeRerankServer, type FakeRerankServer } from '../helpers/fake-rerank-server';
 import { FAKE_MODELS, FAKE_REPLY, startFakeUpstream, type FakeUpstream, type FakeUpstreamRequest } from '../helpers/fake-upstream';
 import { waitUntil } from '../helpers/wait';
+import { startWorker, type RunningWorker } from '../../workers/main';
 
 /**
  * Flip to `describe.skip` only while src/memory/retrieval.service.ts is not wired into
@@ -627,6 +628,37 @@ describe('/v1 chat proxy with Redis down', () => {
   });
 });
 
+describe('/v1 chat proxy with Redis down, real retrieval', () => {
+  it('50 chats inject memories and write no record-access outbox row (access counts are dropped, not written per request)', async () => {
+    const fake = await startFakeUpstream();
+    const t = buildTestApi(testEnv({ REDIS_URL: 'redis://127.0.0.1:1', UPSTREAM_BASE_URL: `${fake.url}/v1`, UPSTREAM_API_KEY: UPSTREAM_KEY }));
+    try {
+      const key = t.ctx.apiKeys.create('down');
+      await request(t.app).post('/api/memory').set(t.auth).send({ apiKeyId: key.id, key: 'pref:drink', content: 'The user drinks green tea every morning' }).expect(201);
+      await request(t.app).put('/api/settings/memory').set(t.auth).send({ enabled: true, strategy: 'hybrid' }).expect(200);
+      const outboxOf = (job: string) => (t.ctx.db.db.prepare('SELECT COUNT(*) AS n FROM outbox WHERE job_name = ?').get(job) as { n: number }).n;
+      const before = t.ctx.queues.outboxCount();
+      for (let i = 0; i < 50; i++) {
+        const r = await request(t.app)
+          .post('/v1/chat/completions')
+          .set('authorization', `Bearer ${key.key}`)
+          .send({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: `Which tea do I drink? (${i})` }] });
+        expect(r.status).toBe(200);
+        expect(r.headers['x-memory-status']).toBe('injected');
+      }
+      // Each chat's extraction job is parked in the outbox (that one must not be lost); once all 50 are, and
+      // whatever access counts were pending have been handed on, nothing else may be there.
+      await waitUntil(() => outboxOf('extract-facts') === 50, 5000, '50 extract-facts outbox rows');
+      await t.ctx.retrieval.close?.();
+      expect(outboxOf('record-access')).toBe(0);
+      expect(t.ctx.queues.outboxCount()).toBe(before + 50);
+    } finally {
+      await fake.close();
+      await t.close();
+    }
+  });
+});
+
 describe('SseDeltaCollector', () => {
   it('joins lines and characters split across chunks, any line ending, and notices [DONE] and in-band errors', () => {
     const events = ['Olá', ' 東京', ' 🎉'].map((c) => `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: c } }] })}\r\n\r\n`).join('') + ': keep-alive\n\ndata: [DONE]\n\n';
@@ -647,24 +679,42 @@ describe('SseDeltaCollector', () => {
   });
 });
 
-describeWithRealRetrieval('with the real retrieval', () => {
+describeWithRealRetrieval('with the real retrieval and SQLite store (memories and settings through the API)', () => {
   let fake: FakeUpstream;
   let t: TestApi;
+  let w: RunningWorker;
   let auth: { authorization: string };
   let keyId: string;
+  const ids: Record<string, string> = {};
+
+  /** Creates a memory through the management API and returns its id. */
+  const remember = async (apiKeyId: string, key: string, content: string) => {
+    const r = await request(t.app).post('/api/memory').set(t.auth).send({ apiKeyId, key, content }).expect(201);
+    return r.body.id as string;
+  };
+  const settings = (body: Record<string, unknown>) => request(t.app).put('/api/settings/memory').set(t.auth).send(body).expect(200);
+  const chat = (content: string) => request(t.app).post('/v1/chat/completions').set(auth).send({ model: 'gpt-4o-mini', messages: [{ role: 'user', content }] });
+  const accessCount = async (id: string) => (await request(t.app).get(`/api/memory?apiKeyId=${keyId}&limit=200`).set(t.auth)).body.data.find((m: Memory) => m.id === id)?.accessCount;
 
   beforeAll(async () => {
     fake = await startFakeUpstream();
-    t = buildTestApi(testEnv({ UPSTREAM_BASE_URL: `${fake.url}/v1`, UPSTREAM_API_KEY: UPSTREAM_KEY }));
+    // A worker for the maintenance queue only (record-access); extraction and embedding jobs just wait.
+    const env = testEnv({ UPSTREAM_BASE_URL: `${fake.url}/v1`, UPSTREAM_API_KEY: UPSTREAM_KEY, WORKER_QUEUES: 'maintenance', REPAIR_SWEEP_EVERY_MS: '0', EXPIRE_EVERY_MS: '0' });
+    t = buildTestApi(env);
+    w = await startWorker(env, silentLog());
     const key = t.ctx.apiKeys.create('real');
     const other = t.ctx.apiKeys.create('other');
     auth = { authorization: `Bearer ${key.key}` };
     keyId = key.id;
-    t.ctx.memory.create({ apiKeyId: key.id, type: 'factual', key: 'pref:drink', content: 'The user drinks green tea every morning' }, { source: 'api' });
-    t.ctx.memory.create({ apiKeyId: key.id, type: 'factual', key: 'loc:city', content: 'The user lives in Lisbon' }, { source: 'api' });
-    t.ctx.memory.create({ apiKeyId: other.id, type: 'factual', key: 'pref:drink', content: 'The other user drinks black coffee' }, { source: 'api' });
+    ids.tea = await remember(key.id, 'pref:drink', 'The user drinks green tea every morning');
+    ids.city = await remember(key.id, 'loc:city', 'The user lives in Lisbon');
+    // A look-alike under another key: the keyword query below matches it too, so only the tenant filter keeps it out.
+    await remember(other.id, 'pref:drink', 'The other user drinks green tea with honey');
+    await settings({ enabled: true });
   });
   afterAll(async () => {
+    await t.ctx.retrieval.close?.();
+    await w.stop();
     await fake.close();
     await t.close();
   });
@@ -672,31 +722,50 @@ describeWithRealRetrieval('with the real retrieval', () => {
   const lastUpstreamMessages = () => fake.requests.filter((r) => r.path === '/v1/chat/completions').at(-1)!.body!.messages as { role: string; content: string }[];
 
   it('recent (exact): the key’s newest memories are injected, never another key’s', async () => {
-    t.ctx.settings.updateMemory({ enabled: true, strategy: 'recent' });
-    const r = await request(t.app).post('/v1/chat/completions').set(auth).send({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'Hello there' }] });
+    await settings({ strategy: 'recent' });
+    const r = await chat('Hello there');
     expect(r.status).toBe(200);
     expect(r.headers).toMatchObject({ 'x-memory-status': 'injected', 'x-memory-strategy': 'exact', 'x-memory-injected': '2' });
-    const [first, ...rest] = lastUpstreamMessages();
-    expect(first.role).toBe('system');
-    expect(first.content).toMatch(/^Memory context: /);
-    expect(first.content).toContain('green tea');
-    expect(first.content).toContain('Lisbon');
-    expect(first.content).not.toContain('black coffee');
-    expect(rest).toEqual([{ role: 'user', content: 'Hello there' }]);
+    expect(lastUpstreamMessages()).toEqual([
+      { role: 'system', content: 'Memory context: The user lives in Lisbon\nThe user drinks green tea every morning' },
+      { role: 'user', content: 'Hello there' },
+    ]);
   });
 
-  it('hybrid without an embedding model falls back to keywords and injects the relevant memory', async () => {
-    t.ctx.settings.updateMemory({ enabled: true, strategy: 'hybrid' });
-    const r = await request(t.app).post('/v1/chat/completions').set(auth).send({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'Which tea do I drink?' }] });
+  it('hybrid without an embedding model falls back to keywords: exactly the relevant memory of this key is injected', async () => {
+    await settings({ strategy: 'hybrid' });
+    const r = await chat('Which tea do I drink?');
     expect(r.status).toBe(200);
-    expect(r.headers['x-memory-status']).toBe('injected');
-    const first = lastUpstreamMessages()[0];
-    expect(first.content).toContain('green tea');
-    expect(first.content).not.toContain('black coffee');
+    expect(r.headers).toMatchObject({ 'x-memory-status': 'injected', 'x-memory-strategy': 'hybrid', 'x-memory-injected': '1' });
+    const injected = { role: 'system', content: 'Memory context: The user drinks green tea every morning' };
+    expect(lastUpstreamMessages()).toEqual([injected, { role: 'user', content: 'Which tea do I drink?' }]);
     const inj = await request(t.app).post('/v1/memory/inject').set(auth).send({ messages: [{ role: 'user', content: 'Which tea do I drink?' }] });
-    expect(inj.body.memory).toMatchObject({ status: 'injected' });
-    expect(inj.body.body.messages[0].content).toContain('green tea');
-    expect(keyId).toBeTruthy();
+    expect(inj.body).toEqual({
+      body: { messages: [injected, { role: 'user', content: 'Which tea do I drink?' }] },
+      memory: { injected: 1, tokens: estimateTokens('The user drinks green tea every morning'), strategy: 'hybrid', status: 'injected' },
+    });
+  });
+
+  it('access counts of 50 chats arrive through record-access jobs, batched: fewer jobs than chats', async () => {
+    await settings({ strategy: 'hybrid' });
+    const bees = await remember(keyId, 'hobby:bees', 'The user keeps bees on the roof');
+    for (let i = 0; i < 50; i++) {
+      const r = await chat(`Where are my bees? (${i})`);
+      expect(r.headers['x-memory-injected']).toBe('1');
+    }
+    // Shutdown sends what is still pending.
+    await t.ctx.retrieval.close?.();
+    const q = t.ctx.queues.queue(JOBS['record-access'].queue);
+    const jobs = (await q.getJobs(['waiting', 'prioritized', 'delayed', 'active', 'completed', 'failed', 'paused'])).filter(
+      (j) => j?.name === 'record-access' && (j.data.memoryIds as string[]).includes(bees),
+    );
+    expect(jobs.length).toBeGreaterThan(0);
+    expect(jobs.length).toBeLessThan(50);
+    // One entry per injection: every access reaches the job, none is merged away on the api side.
+    expect(jobs.flatMap((j) => (j.data.memoryIds as string[]).filter((id) => id === bees))).toHaveLength(50);
+    // The worker applied them (MemoryService.recordAccess still collapses repeats within one job: see the D2 commit).
+    await waitUntil(async () => (await accessCount(bees)) >= jobs.length, 10_000, 'the access counts');
+    expect(t.ctx.queues.outboxCount()).toBe(0);
   });
 });
 

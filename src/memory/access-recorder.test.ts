@@ -1,0 +1,138 @@
+import crypto from 'node:crypto';
+import { waitUntil } from '../../test/helpers/wait';
+import { createLogger } from '../logger';
+import type { JobInput } from '../queue/jobs';
+import { AccessRecorder, MAX_IDS_PER_JOB } from './access-recorder';
+
+/** The two QueueLayer calls the recorder makes, recorded; `ready` is Redis' state. */
+function stubQueues() {
+  const jobs: JobInput<'record-access'>[] = [];
+  return {
+    ready: true,
+    jobs,
+    isReady() {
+      return this.ready;
+    },
+    async enqueue(name: string, data: JobInput<'record-access'>) {
+      if (name !== 'record-access') throw new Error(`unexpected job ${name}`);
+      jobs.push(data);
+      return { jobId: `record-access-${jobs.length}`, queue: 'maintenance' as const, via: 'queue' as const };
+    },
+  };
+}
+
+const ids = (n: number) => Array.from({ length: n }, () => crypto.randomUUID());
+
+describe('AccessRecorder', () => {
+  let lines: string[];
+  const log = () => createLogger('debug', 'test', { write: (l: string) => void lines.push(l) });
+  const open: AccessRecorder[] = [];
+  const recorder = (queues: ReturnType<typeof stubQueues>, flushEveryMs = 600_000) => {
+    const r = new AccessRecorder({ queues, log: log() }, { flushEveryMs });
+    open.push(r);
+    return r;
+  };
+  beforeEach(() => {
+    lines = [];
+  });
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((r) => r.close()));
+  });
+
+  it('records without touching the queue, then sends one job per ≤200 ids, every access kept (repeats too)', async () => {
+    const q = stubQueues();
+    const r = recorder(q);
+    const a = ids(150);
+    const b = ids(150);
+    const again = a.slice(0, 150);
+    r.record(a);
+    r.record(b);
+    r.record(again);
+    expect(q.jobs).toHaveLength(0);
+    await r.flush();
+    expect(q.jobs.map((j) => j.memoryIds.length)).toEqual([MAX_IDS_PER_JOB, MAX_IDS_PER_JOB, 50]);
+    expect(q.jobs.flatMap((j) => j.memoryIds)).toEqual([...a, ...b, ...again]);
+    expect(r.stats()).toMatchObject({ recordedIds: 450, jobs: 3, droppedIds: 0 });
+    // Nothing left to send.
+    await r.flush();
+    expect(q.jobs).toHaveLength(3);
+  });
+
+  it('drops the batch when Redis is not ready (a debug line and a counter), and sends again once it is', async () => {
+    const q = stubQueues();
+    const r = recorder(q);
+    q.ready = false;
+    r.record(ids(3));
+    r.record(ids(2));
+    await r.flush();
+    expect(q.jobs).toHaveLength(0);
+    expect(r.stats()).toMatchObject({ recordedIds: 5, jobs: 0, droppedIds: 5, droppedBatches: 1 });
+    expect(lines.join('')).toContain('access counts dropped');
+    q.ready = true;
+    const later = ids(4);
+    r.record(later);
+    await r.flush();
+    expect(q.jobs).toEqual([{ memoryIds: later }]);
+  });
+
+  it('a failing enqueue drops that job only, logged, never thrown', async () => {
+    const q = stubQueues();
+    let calls = 0;
+    const enqueue = q.enqueue.bind(q);
+    q.enqueue = async (name, data) => {
+      if (++calls === 1) throw new Error('redis said no');
+      return enqueue(name, data);
+    };
+    const r = recorder(q);
+    const all = ids(MAX_IDS_PER_JOB + 1);
+    r.record(all);
+    await expect(r.flush()).resolves.toBeUndefined();
+    expect(q.jobs).toEqual([{ memoryIds: all.slice(MAX_IDS_PER_JOB) }]);
+    expect(r.stats()).toMatchObject({ jobs: 1, droppedIds: MAX_IDS_PER_JOB });
+    expect(lines.join('')).toContain('could not record memory access');
+  });
+
+  it('flushes on its own timer, and a full job does not wait for it', async () => {
+    const q = stubQueues();
+    const r = recorder(q, 20);
+    const one = ids(1);
+    r.record(one);
+    expect(q.jobs).toHaveLength(0);
+    await waitUntil(() => q.jobs.length === 1, 5000, 'the timer flush');
+    expect(q.jobs[0]).toEqual({ memoryIds: one });
+
+    const slow = recorder(q);
+    const full = ids(MAX_IDS_PER_JOB);
+    slow.record(full);
+    await waitUntil(() => q.jobs.length === 2, 5000, 'the full batch to go');
+    expect(q.jobs[1]).toEqual({ memoryIds: full });
+  });
+
+  it('close() sends what is pending; later records are dropped and counted', async () => {
+    const q = stubQueues();
+    const r = recorder(q);
+    const pending = ids(7);
+    r.record(pending);
+    await r.close();
+    expect(q.jobs).toEqual([{ memoryIds: pending }]);
+    r.record(ids(2));
+    await r.flush();
+    expect(q.jobs).toHaveLength(1);
+    expect(r.stats()).toMatchObject({ droppedIds: 2 });
+  });
+
+  it('holds at most maxPending ids while nothing can be sent; the excess is dropped and counted', async () => {
+    const q = stubQueues();
+    q.ready = false;
+    const r = new AccessRecorder({ queues: q, log: log() }, { flushEveryMs: 600_000, maxPending: 10 });
+    open.push(r);
+    const first = ids(8);
+    r.record(first);
+    r.record(ids(5));
+    expect(r.stats()).toMatchObject({ pendingIds: 10, droppedIds: 3 });
+    q.ready = true;
+    await r.flush();
+    expect(q.jobs.flatMap((j) => j.memoryIds).slice(0, 8)).toEqual(first);
+    expect(q.jobs.flatMap((j) => j.memoryIds)).toHaveLength(10);
+  });
+});
