@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import express, { type Express, type Router } from 'express';
 import { pinoHttp } from 'pino-http';
+import { AdminSessionService } from '../auth/admin-sessions.service';
 import type { ApiContext } from './api-context';
 import type { Metrics } from '../metrics';
 import { proxyRoutes } from './routes/proxy.routes';
@@ -79,7 +80,7 @@ export function createApp(ctx: ApiContext, metrics: Metrics): Express {
   mount(app, '/api/jobs', jobsRoutes(ctx));
   app.use('/api', (_req, res) => sendError(res, 404, 'not_found', 'No such API route'));
   // Browsers reach the admin pages with the login cookie; everything else needs the header. The login form parses its own small body.
-  mount(app, '/admin', adminRoutes(ctx));
+  mount(app, '/admin', adminRoutes(ctx, new AdminSessionService(ctx.db.db, ctx.managementToken)));
 
   app.use(notFoundHandler);
   app.use(errorHandler(ctx.log));

@@ -1,15 +1,21 @@
-import crypto from 'node:crypto';
-import type { Request, RequestHandler } from 'express';
+import type { Request, RequestHandler, Response } from 'express';
+import type { AdminSessionService } from '../auth/admin-sessions.service';
 import type { ApiKeyService } from '../auth/api-keys.service';
 import { safeEqual } from '../auth/management-token';
 import type { ApiKeyRecord } from '../auth/api-key.repository';
 import { sendError } from './error-handler';
 
+/** The operators' browser session cookie (its value is a random session id, see AdminSessionService). */
 export const MGMT_COOKIE = 'engram_mgmt';
+/** Path of the session cookie: the whole site, so /admin and /dashboard share one session. */
+export const MGMT_COOKIE_PATH = '/';
+/** Where the cookie lived before sessions were server-side; cleared so a stale copy never shadows the new one. */
+const LEGACY_COOKIE_PATH = '/admin';
 
-/** The admin login cookie's value: derived from the token, so the token itself never sits in a cookie. */
-export function adminSessionValue(token: string): string {
-  return crypto.createHmac('sha256', token).update('engram-admin-session-v1').digest('base64url');
+/** Clears the session cookie (and its legacy /admin copy). */
+export function clearSessionCookie(res: Response): void {
+  res.clearCookie(MGMT_COOKIE, { path: MGMT_COOKIE_PATH });
+  res.clearCookie(MGMT_COOKIE, { path: LEGACY_COOKIE_PATH });
 }
 
 /** The bearer token of a request, or null. */
@@ -20,17 +26,25 @@ export function bearer(req: Request): string | null {
   return m ? m[1].trim() : null;
 }
 
-/** Management auth: `Authorization: Bearer <token>` (or, on /admin, the login cookie); 401 without, 403 wrong. */
-export function requireManagement(token: string, opts: { allowCookie?: boolean; loginRedirect?: string } = {}): RequestHandler {
+/**
+ * Management auth: `Authorization: Bearer <token>`, or (where `sessions` is given: the browser pages) a live
+ * session cookie. 401 without credentials (a browser GET is redirected to `loginRedirect`), 403 for a wrong
+ * token. A revoked, expired or foreign session counts as no credentials: the browser signs in again.
+ */
+export function requireManagement(token: string, opts: { sessions?: AdminSessionService; loginRedirect?: string } = {}): RequestHandler {
   return (req, res, next) => {
     const header = bearer(req);
-    const session = opts.allowCookie ? (req.cookies?.[MGMT_COOKIE] as string | undefined) : undefined;
-    if (!header && !session) {
-      if (opts.loginRedirect && req.method === 'GET' && req.accepts(['json', 'html']) === 'html') return res.redirect(303, opts.loginRedirect);
-      return sendError(res, 401, 'unauthorized', 'Management token required (Authorization: Bearer <MANAGEMENT_TOKEN>)');
+    if (header) {
+      if (!safeEqual(header, token)) return sendError(res, 403, 'forbidden', 'Invalid management token');
+    } else {
+      const cookie = opts.sessions ? (req.cookies?.[MGMT_COOKIE] as string | undefined) : undefined;
+      if (!cookie || !opts.sessions!.verify(cookie)) {
+        if (cookie) clearSessionCookie(res);
+        if (opts.loginRedirect && req.method === 'GET' && req.accepts(['json', 'html']) === 'html') return res.redirect(303, opts.loginRedirect);
+        const message = cookie ? 'Session expired or signed out; sign in again' : 'Management token required (Authorization: Bearer <MANAGEMENT_TOKEN>)';
+        return sendError(res, 401, 'unauthorized', message);
+      }
     }
-    const ok = header ? safeEqual(header, token) : safeEqual(session!, adminSessionValue(token));
-    if (!ok) return sendError(res, 403, 'forbidden', 'Invalid management token');
     res.locals.auth = { kind: 'management' };
     next();
   };

@@ -6,7 +6,8 @@ import express, { Router, type RequestHandler } from 'express';
 import { z } from 'zod';
 import type { ApiContext } from '../api-context';
 import { safeEqual } from '../../auth/management-token';
-import { MGMT_COOKIE, adminSessionValue, requireManagement } from '../auth';
+import type { AdminSessionService } from '../../auth/admin-sessions.service';
+import { MGMT_COOKIE, MGMT_COOKIE_PATH, clearSessionCookie, requireManagement } from '../auth';
 import { sendError } from '../error-handler';
 
 const loginBody = z.object({ token: z.string().max(512).default(''), next: z.string().max(256).optional() });
@@ -29,8 +30,8 @@ ${message ? `<div class="err" role="alert">${message}</div>` : ''}
 </form></body></html>`;
 }
 
-/** /admin: a login form that sets an HttpOnly cookie, then bull-board at /admin/queues for every queue. */
-export function adminRoutes(ctx: ApiContext): Router {
+/** /admin: a login form that opens a server-side session (HttpOnly cookie), logout, then bull-board at /admin/queues for every queue. */
+export function adminRoutes(ctx: ApiContext, sessions: AdminSessionService): Router {
   const r = Router();
   r.use(cookieParser());
 
@@ -47,18 +48,17 @@ export function adminRoutes(ctx: ApiContext): Router {
       res.status(403).type('html').send(loginPage('That token is not valid.'));
       return;
     }
-    res.cookie(MGMT_COOKIE, adminSessionValue(ctx.managementToken), {
-      httpOnly: true,
-      sameSite: 'strict',
-      path: '/admin',
-      secure: req.secure,
-      maxAge: 12 * 3600 * 1000,
-    });
+    const session = sessions.create();
+    res.cookie(MGMT_COOKIE, session.id, { httpOnly: true, sameSite: 'strict', path: MGMT_COOKIE_PATH, secure: req.secure, maxAge: session.maxAgeMs });
+    // A cookie left at the old /admin path would be sent first and shadow this one.
+    res.clearCookie(MGMT_COOKIE, { path: '/admin' });
     res.redirect(303, '/admin/queues');
   });
 
-  r.post('/logout', (_req, res) => {
-    res.clearCookie(MGMT_COOKIE, { path: '/admin' });
+  r.post('/logout', (req, res) => {
+    // Server-side: a copy of the cookie is worthless from now on.
+    sessions.revoke(req.cookies?.[MGMT_COOKIE] as string | undefined);
+    clearSessionCookie(res);
     res.redirect(303, '/admin/login');
   });
 
@@ -76,6 +76,6 @@ export function adminRoutes(ctx: ApiContext): Router {
     if (!/^\/api(\/|$)/i.test(req.path) || ctx.queues.isReady()) return next();
     sendError(res, 503, 'dependency_unavailable', 'Redis is unreachable; queue data is unavailable', { redis: ctx.queues.connection.status });
   };
-  r.use('/queues', requireManagement(ctx.managementToken, { allowCookie: true, loginRedirect: '/admin/login' }), redisGuard, boardRouter);
+  r.use('/queues', requireManagement(ctx.managementToken, { sessions, loginRedirect: '/admin/login' }), redisGuard, boardRouter);
   return r;
 }
