@@ -40,6 +40,22 @@ function relevanceOf(r: MemoryRecord, query: string): number {
   return getRelevanceScore({ content: fold(r.content), key: fold(r.key), metadata: r.metadata }, fold(query));
 }
 
+/** Content as the duplicate check sees it: trimmed, whitespace runs collapsed, lower-cased. */
+function normalisedContent(s: string): string {
+  return s.trim().replace(/\s+/g, ' ').toLowerCase();
+}
+
+/** Keeps the first (best-ranked) of items whose normalised content is the same. */
+function withoutDuplicateContent(items: RetrievedItem[]): RetrievedItem[] {
+  const seen = new Set<string>();
+  return items.filter((it) => {
+    const k = normalisedContent(it.memory.content);
+    if (seen.has(k)) return false;
+    seen.add(k);
+    return true;
+  });
+}
+
 export interface RetrievalDeps {
   env: Env;
   log: Logger;
@@ -121,15 +137,18 @@ export class RetrievalService implements Retriever {
       }
     }
 
-    let items: RetrievedItem[] = ranked.map(({ c, score, tier }) => ({
-      memory: toPublic(c.record),
-      score: Math.round(score * 1e6) / 1e6,
-      tokens: estimateTokens(c.record.content),
-      tier,
-      vecScore: c.vecScore,
-      ftsScore: c.ftsScore,
-      truncated: false,
-    }));
+    // The same text under several keys would spend the budget (and the reranker's documents) on repeats.
+    let items: RetrievedItem[] = withoutDuplicateContent(
+      ranked.map(({ c, score, tier }) => ({
+        memory: toPublic(c.record),
+        score: Math.round(score * 1e6) / 1e6,
+        tokens: estimateTokens(c.record.content),
+        tier,
+        vecScore: c.vecScore,
+        ftsScore: c.ftsScore,
+        truncated: false,
+      })),
+    );
 
     if (settings.rerankEnabled && settings.rerankProviderModel && query && items.length > 0) {
       const r = await this.d.reranker.rerank(

@@ -163,6 +163,23 @@ describe('retrieval', () => {
     expect(huge.totalTokens).toBeLessThanOrEqual(10);
   });
 
+  it('drops a candidate whose normalised content repeats a higher-ranked one, before the budget walk', async () => {
+    const m = (key: string, content: string) => t.ctx.memory.create(memoryInput({ apiKeyId: 'P', key, content }), api);
+    m('other', 'The user likes black tea'); // 6 tokens, oldest
+    m('d1', 'The user likes green tea'); // 6 tokens
+    m('d2', '  the user   LIKES green\ttea '); // 8 tokens
+    m('d3', 'The USER likes green tea'); // 6 tokens, newest
+    // exact ranks newest first: d3 d2 d1 other. A budget of 12 fits two 6-token items: d1 must not take other's place.
+    const r = await t.ctx.retrieval.retrieve('P', opts({ strategy: 'exact', query: 'green tea', maxTokens: 12 }), { preview: true });
+    expect(r.items.map((i) => i.memory.key)).toEqual(['d3', 'other']);
+    expect(r.totalTokens).toBe(12);
+    for (const strategy of ['semantic', 'hybrid'] as RetrievalStrategy[]) {
+      const all = await t.ctx.retrieval.retrieve('P', opts({ strategy, query: 'green tea' }), { preview: true });
+      const texts = all.items.map((i) => i.memory.content.trim().replace(/\s+/g, ' ').toLowerCase());
+      expect({ strategy, texts: [...texts].sort() }).toEqual({ strategy, texts: ['the user likes black tea', 'the user likes green tea'] });
+    }
+  });
+
   it('falls back to keywords, saying why, when the vector tier is unavailable or empty', async () => {
     t.ctx.memory.create(memoryInput({ apiKeyId: 'H', key: 'h', content: 'storm warning for tonight' }), api);
     // Not embedded yet for this tenant: no vectors → keywords, with a reason.
