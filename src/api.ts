@@ -1,4 +1,4 @@
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { ApiKeyService } from './auth/api-keys.service';
 import { resolveManagementToken } from './auth/management-token';
 import { loadEnv, type Env } from './config/env';
@@ -76,10 +76,26 @@ export async function startApi(env: Env, log: Logger, opts: { dbFile?: string; e
   const addr = server.address();
   const port = typeof addr === 'object' && addr ? addr.port : env.PORT;
 
+  // Responses not finished yet: at shutdown, those whose head is unsent are told `connection: close`.
+  const open = new Set<ServerResponse>();
+  let draining = false;
+  server.prependListener('request', (_req: IncomingMessage, res: ServerResponse) => {
+    if (draining) res.setHeader('connection', 'close');
+    open.add(res);
+    res.on('close', () => open.delete(res));
+    res.on('finish', () => {
+      // Its keep-alive socket is idle from now on: close it (and any other) rather than wait for the grace timer.
+      if (draining) setImmediate(() => server.closeIdleConnections());
+    });
+  });
+
   const shutdown = new Shutdown(log, env.SHUTDOWN_GRACE_MS, opts.exit);
   shutdown
     .add('http', async () => {
-      // Stop intake; in-flight requests finish within the grace period, then connections are cut.
+      // Stop intake; in-flight requests finish within the grace period (each one's socket closes as it
+      // finishes, so keep-alive clients do not hold the process), then whatever is left is cut.
+      draining = true;
+      for (const res of open) if (!res.headersSent) res.setHeader('connection', 'close');
       const closed = new Promise<void>((r) => server.close(() => r()));
       server.closeIdleConnections();
       const t = setTimeout(() => server.closeAllConnections(), env.SHUTDOWN_GRACE_MS);

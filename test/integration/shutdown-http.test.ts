@@ -1,0 +1,67 @@
+import http from 'node:http';
+import { startApi, type RunningApi } from '../../src/api';
+import { silentLog, testEnv } from '../helpers/env';
+import { startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream';
+import { waitUntil } from '../helpers/wait';
+
+const GRACE_MS = 20_000;
+
+/** A request over `agent`; resolves with the status and body once the response has ended. */
+function send(agent: http.Agent, port: number, method: string, path: string, headers: Record<string, string> = {}, body?: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, method, path, agent, headers }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+describe('api shutdown with keep-alive clients (P6)', () => {
+  let fake: FakeUpstream;
+  let api: RunningApi | null = null;
+  const exit = jest.fn();
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+  });
+  afterAll(async () => {
+    await api?.stop();
+    await fake.close();
+  });
+
+  it('stop() lets the in-flight request finish, then closes the idle keep-alive sockets at once instead of waiting SHUTDOWN_GRACE_MS', async () => {
+    api = await startApi(testEnv({ PORT: '0', SHUTDOWN_GRACE_MS: String(GRACE_MS), UPSTREAM_BASE_URL: `${fake.url}/v1` }), silentLog(), { exit });
+    const { port } = api;
+    const key = api.ctx.apiKeys.create('shutdown').key;
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
+    try {
+      // Several keep-alive sockets, idle once these are answered.
+      const warm = await Promise.all(Array.from({ length: 4 }, () => send(agent, port, 'GET', '/healthz')));
+      expect(warm.map((r) => r.status)).toEqual([200, 200, 200, 200]);
+
+      fake.plan({ delayMs: 1500 });
+      const body = JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'slow one' }] });
+      const slow = send(agent, port, 'POST', '/v1/chat/completions', { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body);
+      await waitUntil(() => fake.requests.length === 1, 5000, 'the slow request to reach the upstream');
+
+      let stopped = false;
+      const stopping = api.stop().then(() => {
+        stopped = true;
+      });
+      // The in-flight request is answered in full.
+      const r = await slow;
+      expect(r.status).toBe(200);
+      expect(JSON.parse(r.body).choices[0].message.content).toEqual(expect.any(String));
+      // Shortly after, not at the end of the grace period (bounded wait: half the grace).
+      await waitUntil(() => stopped, GRACE_MS / 2, 'stop() to resolve after the last request finished');
+      await stopping;
+      expect(exit).not.toHaveBeenCalled();
+      api = null;
+    } finally {
+      agent.destroy();
+    }
+  });
+});
