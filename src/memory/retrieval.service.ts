@@ -31,13 +31,9 @@ interface Candidate {
   relevance: number;
 }
 
-/** Lower-cases and strips diacritics, as the FTS tokenizer does, so both tiers agree on what matches. */
-function fold(s: string): string {
-  return s.normalize('NFKD').replace(/\p{M}+/gu, '').toLowerCase();
-}
-
+/** The original's relevance; the scorer tokenizes as FTS5 does (case, Latin diacritics), so the raw text goes in. */
 function relevanceOf(r: MemoryRecord, query: string): number {
-  return getRelevanceScore({ content: fold(r.content), key: fold(r.key), metadata: r.metadata }, fold(query));
+  return getRelevanceScore({ content: r.content, key: r.key, metadata: r.metadata }, query);
 }
 
 /** Content as the duplicate check sees it: trimmed, whitespace runs collapsed, lower-cased. */

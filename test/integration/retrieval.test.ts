@@ -180,6 +180,19 @@ describe('retrieval', () => {
     }
   });
 
+  it('keyword relevance uses FTS5’s own tokens: no folding beyond unicode61 (й is not и)', async () => {
+    // "иод" (not a word) matches "йод" (iodine) only if something folds й to и as NFKD does; unicode61 does not.
+    t.ctx.memory.create(memoryInput({ apiKeyId: 'R', key: 'false', content: 'кот иод иод иод' }), api);
+    t.ctx.memory.create(memoryInput({ apiKeyId: 'R', key: 'true', content: 'йод and a кот' }), api);
+    const r = await t.ctx.retrieval.retrieve('R', opts({ strategy: 'hybrid', query: 'йод кот' }), { preview: true });
+    expect(r.resolution.fallbackReason).toEqual(expect.any(String));
+    // Relevance orders the keyword tier: "true" holds both words (6), "false" only кот (3).
+    expect(r.items.map((i) => i.memory.key)).toEqual(['true', 'false']);
+    // Latin diacritics and case still match, as in FTS5 (remove_diacritics 2).
+    t.ctx.memory.create(memoryInput({ apiKeyId: 'R', key: 'cafe', content: 'Naïve CAFÉ owner' }), api);
+    expect(await keys('R', { strategy: 'exact', query: 'naive cafe' })).toEqual(['cafe']);
+  });
+
   it('falls back to keywords, saying why, when the vector tier is unavailable or empty', async () => {
     t.ctx.memory.create(memoryInput({ apiKeyId: 'H', key: 'h', content: 'storm warning for tonight' }), api);
     // Not embedded yet for this tenant: no vectors → keywords, with a reason.
