@@ -198,6 +198,12 @@ export class MemoryRepository {
     return row.t;
   }
 
+  /** Σ ceil(len/4) over the rows a listing filter selects (the same WHERE as list and countByType). */
+  tokensUsedBy(f: ListFilter): number {
+    const w = where(f);
+    return (this.stmt(`SELECT COALESCE(SUM((LENGTH(content) + 3) / 4), 0) AS t FROM memories ${w.sql}`).get(...w.params) as { t: number }).t;
+  }
+
   count(): number {
     return (this.stmt('SELECT count(*) AS n FROM memories').get() as { n: number }).n;
   }

@@ -261,6 +261,11 @@ export class MemoryService {
    * vectors, cache); each row's expiry is re-checked inside the transaction, so a fact re-asserted
    * since it was found (new expiry or none) is kept. Returns how many were deleted.
    */
+  /** The token footprint of exactly the rows a listing filter selects. */
+  tokensUsedBy(filter: ListFilter): number {
+    return this.repo.tokensUsedBy(filter);
+  }
+
   expireBatch(nowIso: string, batchSize: number, ctx: ChangeContext): number {
     const changes = this.db
       .transaction(() =>

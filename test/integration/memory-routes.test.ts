@@ -129,6 +129,27 @@ describe('/api/memory', () => {
     expect(stats.hitRate).toBeGreaterThan(0);
   });
 
+  it('stats describe exactly the filtered set: total, byType and tokensUsed follow q, type, sessionId and apiKeyId', async () => {
+    // tokens = ceil(chars / 4)
+    await post({ key: 's1', content: 'alpha one', apiKeyId: 'stats', type: 'factual', sessionId: 'x' }); // 3
+    await post({ key: 's2', content: 'beta two two', apiKeyId: 'stats', type: 'episodic' }); // 3
+    await post({ key: 's3', content: 'gamma three three', apiKeyId: 'stats', type: 'factual', sessionId: 'y' }); // 5
+    await post({ key: 's4', content: 'alpha elsewhere', apiKeyId: 'stats-other', type: 'factual' }); // 4
+    const stats = async (qs: string) => {
+      const r = await request(t.app).get(`/api/memory?${qs}`).set(t.auth);
+      expect(r.status).toBe(200);
+      // Every case fits one page: the stats must add up to exactly what is listed.
+      expect(r.body.stats.tokensUsed).toBe(r.body.data.reduce((a: number, m: { content: string }) => a + Math.ceil(m.content.length / 4), 0));
+      return { total: r.body.total, ...r.body.stats, hitRate: undefined, cacheStats: undefined };
+    };
+    expect(await stats('q=OR%20AND')).toEqual({ total: 0, byType: {}, tokensUsed: 0 });
+    expect(await stats('apiKeyId=stats')).toEqual({ total: 3, byType: { factual: 2, episodic: 1 }, tokensUsed: 11 });
+    expect(await stats('apiKeyId=stats&type=factual')).toEqual({ total: 2, byType: { factual: 2 }, tokensUsed: 8 });
+    expect(await stats('apiKeyId=stats&sessionId=y')).toEqual({ total: 1, byType: { factual: 1 }, tokensUsed: 5 });
+    expect(await stats('q=ALPHA')).toEqual({ total: 2, byType: { factual: 2 }, tokensUsed: 7 });
+    expect(await stats('apiKeyId=stats&q=alpha')).toEqual({ total: 1, byType: { factual: 1 }, tokensUsed: 3 });
+  });
+
   it('health round-trips the store and cleans up after itself', async () => {
     const before = counts();
     const r = await request(t.app).get('/api/memory/health').set(t.auth);

@@ -27,10 +27,11 @@ export function memoryRoutes(ctx: ApiContext): Router {
         page,
         limit,
         totalPages: Math.ceil(result.total / limit),
+        // Every figure describes the filtered set (total and byType already did; tokensUsed was the whole key's).
         stats: {
           total: result.total,
           byType: result.byType,
-          tokensUsed: result.tokensUsed,
+          tokensUsed: memory.tokensUsedBy(filter),
           hitRate: cache.hitRate,
           cacheStats: { hits: cache.hits, misses: cache.misses, size: cache.size },
         },
