@@ -16,6 +16,7 @@ type Listener = (e: JobEvent) => void;
 export class JobEventsHub {
   private readonly events = new Map<QueueName, QueueEvents>();
   private readonly listeners = new Map<string, Set<Listener>>();
+  private readonly heartbeats = new Set<NodeJS.Timeout>();
 
   constructor(
     private readonly env: Env,
@@ -36,18 +37,53 @@ export class JobEventsHub {
     return qe;
   }
 
-  /** Subscribes to one job's events; resolves once the stream reader is running. Returns the unsubscribe. */
+  /**
+   * Subscribes to one job's events; resolves once the stream reader is running. Returns the
+   * unsubscribe (idempotent). When the reader cannot start, the listener is removed and it throws.
+   */
   async subscribe(queue: QueueName, jobId: string, l: Listener): Promise<() => void> {
     const qe = this.ensure(queue);
     const k = `${queue}/${jobId}`;
     const set = this.listeners.get(k) ?? new Set();
     set.add(l);
     this.listeners.set(k, set);
-    await qe.waitUntilReady();
-    return () => {
+    let done = false;
+    const unsubscribe = () => {
+      if (done) return;
+      done = true;
       set.delete(l);
-      if (set.size === 0) this.listeners.delete(k);
+      // Only drop the key if it still maps to this set (a later subscriber may have made a new one).
+      if (set.size === 0 && this.listeners.get(k) === set) this.listeners.delete(k);
     };
+    try {
+      await qe.waitUntilReady();
+    } catch (err) {
+      unsubscribe();
+      throw err;
+    }
+    return unsubscribe;
+  }
+
+  /** Listeners subscribed right now (all jobs). */
+  listenerCount(): number {
+    let n = 0;
+    for (const set of this.listeners.values()) n += set.size;
+    return n;
+  }
+
+  /** Starts a keep-alive timer for a stream; the returned function stops it. Counted, so a leak shows. */
+  keepAlive(beat: () => void, everyMs: number): () => void {
+    const timer = setInterval(beat, everyMs);
+    this.heartbeats.add(timer);
+    return () => {
+      clearInterval(timer);
+      this.heartbeats.delete(timer);
+    };
+  }
+
+  /** Keep-alive timers running right now. */
+  heartbeatCount(): number {
+    return this.heartbeats.size;
   }
 
   async close(): Promise<void> {

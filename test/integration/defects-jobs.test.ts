@@ -1,4 +1,6 @@
 import crypto from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import request from 'supertest';
 import { startWorker, type RunningWorker } from '../../workers/main';
 import { buildTestApi, type TestApi } from '../helpers/api';
@@ -168,5 +170,79 @@ describe('D4: the reindex singleton under concurrent triggers', () => {
     } finally {
       await t.close();
     }
+  });
+});
+
+describe('D6: job event streams (SSE) clean up when the client leaves or the job ends', () => {
+  let t: TestApi;
+  let w: RunningWorker;
+  let server: http.Server;
+  let base: string;
+  const hub = () => t.ctx.jobEvents;
+  const held = 'd6-held';
+
+  beforeAll(async () => {
+    t = buildTestApi(testEnv(NO_SCHEDULES));
+    await waitUntil(() => t.ctx.queues.isReady(), 5000, 'redis ready');
+    w = await startWorker(t.env, silentLog());
+    server = http.createServer(t.app).listen(0, '127.0.0.1');
+    await new Promise((r) => server.once('listening', r));
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    // A job that stays live for the whole test: its streams only end when the client leaves.
+    await t.ctx.queues.queue('maintenance').add('repair-sweep', { reason: 'manual', batchSize: 10 }, { jobId: held, delay: 3_600_000 });
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+    await w.stop();
+    await t.close();
+  });
+
+  const open = (jobId: string, signal?: AbortSignal) => fetch(`${base}/api/jobs/maintenance/${jobId}/events`, { headers: t.auth, signal });
+  const settled = (baseline: { listeners: number; heartbeats: number }, what: string) =>
+    waitUntil(() => hub().listenerCount() === baseline.listeners && hub().heartbeatCount() === baseline.heartbeats, 10_000, `${what} (listeners ${hub().listenerCount()}, heartbeats ${hub().heartbeatCount()})`);
+
+  it('200 streams dropped after their first event leave no listener and no heartbeat behind', async () => {
+    const baseline = { listeners: hub().listenerCount(), heartbeats: hub().heartbeatCount() };
+    const decoder = new TextDecoder();
+    for (let batch = 0; batch < 10; batch++) {
+      await Promise.all(
+        Array.from({ length: 20 }, async () => {
+          const ac = new AbortController();
+          const res = await open(held, ac.signal);
+          expect(res.status).toBe(200);
+          const first = await res.body!.getReader().read();
+          expect(decoder.decode(first.value)).toMatch(/^event: state/);
+          ac.abort();
+        }),
+      );
+    }
+    await settled(baseline, 'every dropped stream to clean up');
+  });
+
+  it('streams dropped before their first event leave nothing behind either', async () => {
+    const baseline = { listeners: hub().listenerCount(), heartbeats: hub().heartbeatCount() };
+    await Promise.all(
+      Array.from({ length: 50 }, (_, i) => {
+        const req = http.get(`${base}/api/jobs/maintenance/${held}/events`, { headers: t.auth });
+        req.on('error', () => undefined);
+        // Gone while the route is still subscribing / reading the job, or just after the headers.
+        return new Promise<void>((resolve) => {
+          if (i % 2 === 0) req.once('socket', (s) => s.once('connect', () => setImmediate(() => (req.destroy(), resolve()))));
+          else req.once('response', (res) => (res.destroy(), req.destroy(), resolve()));
+        });
+      }),
+    );
+    await settled(baseline, 'every early-dropped stream to clean up');
+  });
+
+  it('a stream whose job finishes ends by itself and cleans up', async () => {
+    const baseline = { listeners: hub().listenerCount(), heartbeats: hub().heartbeatCount() };
+    const { jobId } = await t.ctx.queues.enqueue('record-access', { memoryIds: [crypto.randomUUID()] }, { delay: 300 });
+    const res = await open(jobId);
+    expect(res.status).toBe(200);
+    const text = await res.text(); // returns only because the server ends the stream
+    expect(text).toMatch(/event: completed/);
+    await settled(baseline, 'the finished stream to clean up');
   });
 });

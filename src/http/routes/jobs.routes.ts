@@ -10,6 +10,9 @@ import { jobParams, outboxParams } from './jobs.schema';
 /** GET /api/jobs lists at most this many quarantined outbox rows (the total is given beside them). */
 const QUARANTINE_LIST_LIMIT = 100;
 
+/** A comment line on every open job event stream this often, so proxies keep it open. */
+const SSE_KEEPALIVE_MS = 15_000;
+
 const STATES = ['waiting', 'active', 'delayed', 'prioritized', 'waiting-children', 'paused', 'completed', 'failed'] as const;
 
 /** The operator's view of a job (no payload: it may carry user text). */
@@ -96,21 +99,32 @@ export function jobsRoutes(ctx: ApiContext): Router {
 
   r.get(
     '/:queue/:id/events',
-    handle({ params: jobParams }, async ({ params }, req, res) => {
+    handle({ params: jobParams }, async ({ params }, _req, res) => {
       requireRedis();
-      let ended = false;
-      let heartbeat: NodeJS.Timeout | undefined;
-      const pending: JobEvent[] = [];
+      // One owner for everything the stream holds (hub listener, keep-alive timer), released exactly
+      // once: when the client leaves — at any point, also while this handler is still subscribing or
+      // reading the job — when the job ends, or when the request fails.
+      let closed = false;
       let streaming = false;
-      const end = () => {
-        if (ended) return;
-        ended = true;
-        clearInterval(heartbeat);
-        unsubscribe();
-        if (streaming) res.end();
+      let unsubscribe: (() => void) | null = null;
+      let stopHeartbeat: (() => void) | null = null;
+      const pending: JobEvent[] = [];
+      const release = () => {
+        stopHeartbeat?.();
+        stopHeartbeat = null;
+        unsubscribe?.();
+        unsubscribe = null;
       };
+      const end = () => {
+        if (closed) return;
+        closed = true;
+        release();
+        if (streaming && !res.writableEnded) res.end();
+      };
+      // 'close' fires when the connection goes away or the response has ended, whichever comes first.
+      res.once('close', end);
       const send = (e: JobEvent | { type: 'state'; job: unknown }) => {
-        if (ended) return;
+        if (closed) return;
         if (!streaming) {
           pending.push(e as JobEvent);
           return;
@@ -118,27 +132,34 @@ export function jobsRoutes(ctx: ApiContext): Router {
         res.write(`event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`);
         if (e.type === 'completed' || e.type === 'failed') end();
       };
-      // Subscribe before reading the state, so an end between the two is not missed.
-      const unsubscribe = await ctx.jobEvents.subscribe(params.queue, params.id, send);
-      const job = await ctx.queues.queue(params.queue).getJob(params.id);
-      if (!job) {
-        unsubscribe();
-        throw notFound('Job');
+      try {
+        // Subscribe before reading the state, so an end between the two is not missed.
+        const off = await ctx.jobEvents.subscribe(params.queue, params.id, send);
+        if (closed) {
+          off(); // the client left while we were subscribing
+          return undefined;
+        }
+        unsubscribe = off;
+        const job = await ctx.queues.queue(params.queue).getJob(params.id);
+        if (!job) throw notFound('Job');
+        const desc = await describeJob(job);
+        if (closed) return undefined;
+        res.status(200);
+        res.setHeader('content-type', 'text/event-stream; charset=utf-8');
+        res.setHeader('cache-control', 'no-cache, no-transform');
+        res.setHeader('x-accel-buffering', 'no');
+        res.flushHeaders();
+        streaming = true;
+        stopHeartbeat = ctx.jobEvents.keepAlive(() => res.write(': keep-alive\n\n'), SSE_KEEPALIVE_MS);
+        send({ type: 'state', job: desc });
+        for (const e of pending.splice(0)) send(e);
+        if (desc.state === 'completed') send({ type: 'completed', returnvalue: desc.returnvalue });
+        else if (desc.state === 'failed') send({ type: 'failed', failedReason: desc.failedReason ?? '' });
+        return undefined;
+      } catch (err) {
+        release();
+        throw err;
       }
-      const desc = await describeJob(job);
-      res.status(200);
-      res.setHeader('content-type', 'text/event-stream; charset=utf-8');
-      res.setHeader('cache-control', 'no-cache, no-transform');
-      res.setHeader('x-accel-buffering', 'no');
-      res.flushHeaders();
-      streaming = true;
-      req.on('close', end);
-      heartbeat = setInterval(() => res.write(': keep-alive\n\n'), 15_000);
-      send({ type: 'state', job: desc });
-      for (const e of pending.splice(0)) send(e);
-      if (desc.state === 'completed') send({ type: 'completed', returnvalue: desc.returnvalue });
-      else if (desc.state === 'failed') send({ type: 'failed', failedReason: desc.failedReason ?? '' });
-      return undefined;
     }),
   );
   return r;
