@@ -1,4 +1,5 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { ApiKeyService } from './auth/api-keys.service';
 import { resolveManagementToken } from './auth/management-token';
 import { loadEnv, type Env } from './config/env';
@@ -11,10 +12,12 @@ import { createLogger, type Logger } from './logger';
 import { Metrics } from './metrics';
 import { JobEventsHub } from './queue/job-events';
 import { checkEvictionPolicy } from './queue/redis';
+import { installProcessGuards } from './process-guards';
 import { Shutdown } from './shutdown';
 
 export interface RunningApi {
   ctx: ApiContext;
+  metrics: Metrics;
   server: Server;
   port: number;
   shutdown: Shutdown;
@@ -73,6 +76,20 @@ export async function startApi(env: Env, log: Logger, opts: { dbFile?: string; e
     s.once('error', reject);
   });
   server.keepAliveTimeout = 65_000;
+  // After listen, a server error (e.g. EMFILE on accept) is logged; the process keeps serving.
+  server.on('error', (err: NodeJS.ErrnoException) => log.error({ err: { name: err.name, code: err.code, message: err.message } }, 'http server error'));
+  // A malformed request, a header overflow or a reset socket: answer it like Node would (when nothing was
+  // written yet), log it at debug (scanners send plenty) and keep running. Node adds a no-op 'error'
+  // listener on the socket before this runs, so a later socket error cannot crash the process either.
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
+    log.debug({ code: err.code ?? err.name }, 'http client error');
+    if (err.code !== 'ECONNRESET' && socket.writable && (socket as Duplex & { bytesWritten?: number }).bytesWritten === 0) {
+      const status = err.code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large' : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? '408 Request Timeout' : '400 Bad Request';
+      socket.write(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+    }
+    // As Node's own handler does: the write above is already handed to the kernel.
+    socket.destroy();
+  });
   const addr = server.address();
   const port = typeof addr === 'object' && addr ? addr.port : env.PORT;
 
@@ -109,7 +126,7 @@ export async function startApi(env: Env, log: Logger, opts: { dbFile?: string; e
     .add('sqlite', () => ctx.db.close());
 
   log.info({ url: `http://${env.HOST}:${port}`, dataDir: env.DATA_DIR, vector: ctx.db.vecLoaded ? 'sqlite-vec' : 'off' }, 'engram api listening');
-  return { ctx, server, port, shutdown, stop: () => shutdown.run('stop') };
+  return { ctx, metrics, server, port, shutdown, stop: () => shutdown.run('stop') };
 }
 
 /** Entry point of the api process. */
@@ -118,6 +135,7 @@ export async function runApiProcess(): Promise<void> {
   const log = createLogger(env.LOG_LEVEL, 'engram-api');
   const api = await startApi(env, log);
   api.shutdown.onSignals();
+  installProcessGuards({ log, metrics: api.metrics, shutdown: api.shutdown });
 }
 
 if (require.main === module) {

@@ -6,6 +6,10 @@ export class Metrics {
   readonly httpDuration: Histogram<'method' | 'route' | 'status'>;
   readonly jobDuration: Histogram<'job' | 'queue' | 'outcome'>;
   readonly jobFailures: Counter<'job' | 'queue' | 'final'>;
+  /** Promise rejections nobody handled (logged and survived; see src/process-guards.ts). */
+  readonly unhandledRejections: Counter;
+  /** Exceptions nobody caught (each one ends the process after the ordered shutdown). */
+  readonly uncaughtExceptions: Counter;
 
   constructor(readonly role: 'api' | 'worker') {
     this.registry.setDefaultLabels({ role });
@@ -28,6 +32,16 @@ export class Metrics {
       name: 'engram_job_failures_total',
       help: 'Failed job attempts by job name (final = no retries left)',
       labelNames: ['job', 'queue', 'final'],
+      registers: [this.registry],
+    });
+    this.unhandledRejections = new Counter({
+      name: 'engram_unhandled_rejections_total',
+      help: 'Promise rejections no code handled (logged; the process kept running)',
+      registers: [this.registry],
+    });
+    this.uncaughtExceptions = new Counter({
+      name: 'engram_uncaught_exceptions_total',
+      help: 'Exceptions no code caught (the process shut down and exited 1)',
       registers: [this.registry],
     });
   }

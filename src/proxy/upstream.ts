@@ -91,6 +91,8 @@ export class UpstreamClient {
       headersTimeout: this.env.UPSTREAM_TIMEOUT_MS,
       bodyTimeout: this.env.UPSTREAM_TIMEOUT_MS,
     });
+    // Readers see a body error through iteration; this listener keeps one nobody reads (client gone) from ever being unhandled.
+    r.body.on('error', () => undefined);
     return { status: r.statusCode, headers: r.headers, body: r.body };
   }
 }
