@@ -49,6 +49,8 @@ export class AdminSessionService {
     const maxAgeMs = this.opts.ttlMs ?? ADMIN_SESSION_TTL_MS;
     const expiresAt = new Date(now + maxAgeMs).toISOString();
     this.repo.insert({ idHash: sha256(id), tokenFingerprint: this.fingerprint, createdAt: new Date(now).toISOString(), expiresAt });
+    // Logins are rare: pruning here keeps the table small in a process that runs for months.
+    this.repo.deleteEndedBefore(new Date(now - KEEP_ENDED_MS).toISOString());
     return { id, expiresAt, maxAgeMs };
   }
 

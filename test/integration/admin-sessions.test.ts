@@ -80,6 +80,20 @@ describe('admin sessions (D10)', () => {
     expect(await access(t.app, s.cookie)).toEqual(REFUSED);
   });
 
+  it('sessions that ended more than a week ago are deleted at the next login', async () => {
+    const long = new Date(Date.now() - 8 * 24 * 3600 * 1000).toISOString();
+    const recent = new Date(Date.now() - 3600 * 1000).toISOString();
+    const insert = t.ctx.db.db.prepare('INSERT INTO admin_sessions (id_hash, token_fingerprint, created_at, expires_at, revoked_at) VALUES (?, ?, ?, ?, ?)');
+    insert.run('old-expired', 'fp', long, long, null);
+    insert.run('old-revoked', 'fp', long, new Date(Date.now() + 3600 * 1000).toISOString(), long);
+    insert.run('recently-expired', 'fp', recent, recent, null);
+    await login(t.app);
+    const left = (t.ctx.db.db.prepare('SELECT id_hash FROM admin_sessions').all() as { id_hash: string }[]).map((r) => r.id_hash);
+    expect(left).not.toContain('old-expired');
+    expect(left).not.toContain('old-revoked');
+    expect(left).toContain('recently-expired');
+  });
+
   it('a forged or malformed cookie is refused like no cookie', async () => {
     for (const value of [crypto.randomBytes(32).toString('base64url'), 'x', 'a'.repeat(5000)]) {
       expect(await access(t.app, `engram_mgmt=${value}`)).toEqual(REFUSED);
