@@ -73,14 +73,17 @@ describe('embeddings → sqlite-vec through the job pipeline', () => {
     expect(vec().activeDim).toBe(24);
   });
 
-  it('POST /api/memory/reindex answers 202 {jobId, started, pending}, 409 while one is running, and reports progress', async () => {
+  it('POST /api/memory/reindex answers 202 {jobId, started, pending}, 409 while one is live, and reports progress', async () => {
+    // The reindex worker is paused, so the first job stays waiting (live) while the second request arrives.
+    const reindexWorker = w.workers.get('reindex')!;
+    await reindexWorker.pause();
     const first = await request(t.app).post('/api/memory/reindex').set(t.auth).send({ force: true });
     expect(first.status).toBe(202);
     expect(first.body).toMatchObject({ jobId: expect.stringMatching(/^reindex-api-/), queue: 'reindex', started: true, pending: 31 });
     const second = await request(t.app).post('/api/memory/reindex').set(t.auth).send({});
-    // Either still running (409 names it) or already done (a new one starts).
-    if (second.status === 409) expect(second.body.error.details.jobId).toBe(first.body.jobId);
-    else expect(second.status).toBe(202);
+    expect(second.status).toBe(409);
+    expect(second.body).toMatchObject({ error: { code: 'conflict', details: { jobId: first.body.jobId } } });
+    reindexWorker.resume();
     const job = await waitUntil(async () => {
       const j = await t.ctx.queues.queue('reindex').getJob(first.body.jobId);
       return j?.finishedOn ? j : null;
