@@ -152,6 +152,11 @@ export class MemoryRepository {
     this.stmt(`UPDATE memories SET ${sets.join(', ')} WHERE memory_id = ?`).run(...params);
   }
 
+  /** A re-assertion without change: counted, and updated_at refreshed (retention follows it). */
+  reassert(rowId: number, now: string): void {
+    this.stmt('UPDATE memories SET updated_at = ?, last_asserted_at = ?, reassert_count = reassert_count + 1 WHERE memory_id = ?').run(now, now, rowId);
+  }
+
   delete(rowId: number): boolean {
     return this.stmt('DELETE FROM memories WHERE memory_id = ?').run(rowId).changes > 0;
   }

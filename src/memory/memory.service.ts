@@ -26,6 +26,33 @@ export interface MemoryChange {
   op: EventOp;
   memory: MemoryRecord;
   contentChanged: boolean;
+  /**
+   * True for a pure re-assertion: the upsert changed nothing but the row's bookkeeping
+   * (updated_at, reassert_count, last_asserted_at). No history row, no hooks, no embedding.
+   */
+  reasserted: boolean;
+}
+
+export interface UpsertOptions {
+  /**
+   * Metadata keys that only record where an assertion came from (extraction: extractedAt,
+   * requestId): a difference in these alone is a re-assertion, and the stored values stay.
+   */
+  provenanceKeys?: readonly string[];
+}
+
+/** JSON with object keys sorted, so equal values compare equal whatever their key order. */
+function canonicalJson(v: unknown): string {
+  return JSON.stringify(v, (_k, val: unknown) =>
+    val && typeof val === 'object' && !Array.isArray(val)
+      ? Object.fromEntries(Object.entries(val as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : val,
+  );
+}
+
+function withoutKeys(m: Record<string, unknown>, keys: readonly string[]): Record<string, unknown> {
+  if (keys.length === 0) return m;
+  return Object.fromEntries(Object.entries(m).filter(([k]) => !keys.includes(k)));
 }
 
 export interface MemoryHooks {
@@ -89,22 +116,42 @@ export class MemoryService {
 
   private commit(changes: MemoryChange[]): void {
     for (const c of changes) this.cache.invalidate(c.memory.id);
-    if (changes.length === 0) return;
-    for (const h of this.hooks) h.afterCommit?.(changes);
+    // A re-assertion changed nothing anyone follows (content, vectors, points): hooks hear of real changes only.
+    const real = changes.filter((c) => !c.reasserted);
+    if (real.length === 0) return;
+    for (const h of this.hooks) h.afterCommit?.(real);
   }
 
-  /** Upsert inside an open transaction; returns the change (or null when nothing changed). */
-  upsertInTx(input: CreateMemoryInput, ctx: ChangeContext, op: EventOp = 'create'): MemoryChange {
+  /**
+   * Upsert inside an open transaction. A row with the same (apiKeyId, key) is updated — history
+   * row, re-embedding when the content changed — unless nothing but provenance differs: then it is
+   * a re-assertion, counted on the row (reassert_count, last_asserted_at) with updated_at
+   * refreshed (retention follows re-assertions), and no history row.
+   */
+  upsertInTx(input: CreateMemoryInput, ctx: ChangeContext, op: EventOp = 'create', opts: UpsertOptions = {}): MemoryChange {
     const now = nowIso();
     const key = input.key && input.key.length > 0 ? input.key : null;
     const existing = key ? this.repo.findByKey(input.apiKeyId, key) : null;
     if (existing) {
       const hash = contentHash(input.content);
       const contentChanged = hash !== existing.contentHash;
+      const metadata = { ...existing.metadata, ...(input.metadata ?? {}) };
+      const provenance = opts.provenanceKeys ?? [];
+      const sessionId = input.sessionId === undefined ? undefined : input.sessionId || null;
+      const changed =
+        contentChanged ||
+        input.type !== existing.type ||
+        (sessionId !== undefined && (sessionId ?? '') !== existing.sessionId) ||
+        (input.expiresAt !== undefined && input.expiresAt !== existing.expiresAt) ||
+        canonicalJson(withoutKeys(metadata, provenance)) !== canonicalJson(withoutKeys(existing.metadata, provenance));
+      if (!changed) {
+        this.repo.reassert(existing.rowId, now);
+        return { op: 'update', memory: this.repo.findByRowId(existing.rowId)!, contentChanged: false, reasserted: true };
+      }
       this.repo.update(existing.rowId, {
         content: input.content,
-        metadata: { ...existing.metadata, ...(input.metadata ?? {}) },
-        sessionId: input.sessionId === undefined ? undefined : input.sessionId || null,
+        metadata,
+        sessionId,
         type: input.type,
         expiresAt: input.expiresAt,
         contentHash: hash,
@@ -113,7 +160,7 @@ export class MemoryService {
       });
       const after = this.repo.findByRowId(existing.rowId)!;
       this.event(op === 'create' ? 'update' : op, existing, after, ctx);
-      return { op: 'update', memory: after, contentChanged };
+      return { op: 'update', memory: after, contentChanged, reasserted: false };
     }
     const id = crypto.randomUUID();
     const rowId = this.repo.insert({
@@ -130,7 +177,7 @@ export class MemoryService {
     });
     const after = this.repo.findByRowId(rowId)!;
     this.event(op, null, after, ctx);
-    return { op: 'create', memory: after, contentChanged: true };
+    return { op: 'create', memory: after, contentChanged: true, reasserted: false };
   }
 
   /** Creates a memory, or updates the one with the same (apiKeyId, key): metadata merged, createdAt kept. */
@@ -140,9 +187,9 @@ export class MemoryService {
     return { memory: toPublic(change.memory), created: change.op === 'create' };
   }
 
-  /** Upserts many in one transaction (extraction, import); returns the changes. */
-  upsertMany(inputs: CreateMemoryInput[], ctx: ChangeContext, op: EventOp = 'create'): MemoryChange[] {
-    const changes = this.db.transaction(() => inputs.map((i) => this.upsertInTx(i, ctx, op))).immediate();
+  /** Upserts many in one transaction (extraction, import); returns the changes, re-assertions included. */
+  upsertMany(inputs: CreateMemoryInput[], ctx: ChangeContext, op: EventOp = 'create', opts: UpsertOptions = {}): MemoryChange[] {
+    const changes = this.db.transaction(() => inputs.map((i) => this.upsertInTx(i, ctx, op, opts))).immediate();
     this.commit(changes);
     return changes;
   }
@@ -209,7 +256,7 @@ export class MemoryService {
           });
           const after = this.repo.findByRowId(before.rowId)!;
           this.event('update', before, after, ctx);
-          return { op: 'update', memory: after, contentChanged };
+          return { op: 'update', memory: after, contentChanged, reasserted: false };
         })
         .immediate();
     } catch (err) {
@@ -228,7 +275,7 @@ export class MemoryService {
     this.event(op, before, null, ctx);
     for (const h of this.hooks) h.onDeleteInTx?.(before.rowId);
     this.repo.delete(before.rowId);
-    return { op, memory: before, contentChanged: false };
+    return { op, memory: before, contentChanged: false, reasserted: false };
   }
 
   /** Deletes a memory; false when it did not exist. The text stays in the history. */

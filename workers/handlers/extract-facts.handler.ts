@@ -1,6 +1,9 @@
-import { buildFactMetadata, extractFactsFromText, type ExtractedFact } from '../../src/memory/extraction';
+import { buildFactMetadata, extractFactsFromText, type ExtractedFact, type FactMetadata } from '../../src/memory/extraction';
 import type { CreateMemoryInput } from '../../src/memory/types';
 import type { Handler } from '../context';
+
+/** Metadata that only says which request stated a fact, and when: a new value alone is a re-assertion, not a change. */
+const PROVENANCE_KEYS = ['extractedAt', 'requestId'] as const satisfies readonly (keyof FactMetadata)[];
 
 /**
  * Rules first (DESIGN §6): facts from the user's own words (the assistant's only when
@@ -25,8 +28,12 @@ export const extractFacts: Handler<'extract-facts'> = async (data, { job, ctx })
     content: f.content,
     metadata: { ...buildFactMetadata(f, { source: f.source === 'user' ? 'user_message' : 'assistant_message', requestId: data.requestId }) },
   }));
-  // Re-asserted facts are upserted too: that refreshes updated_at (the retention window) without re-embedding.
-  const changes = ctx.memory.upsertMany(inputs, { source: 'extraction', jobId: job.id ?? null, requestId: data.requestId });
+  // Re-asserted facts are upserted too: that refreshes updated_at (the retention window) and counts
+  // the re-assertion, without a history row or an embedding.
+  const changes = ctx.memory.upsertMany(inputs, { source: 'extraction', jobId: job.id ?? null, requestId: data.requestId }, 'create', {
+    provenanceKeys: PROVENANCE_KEYS,
+  });
   const embeds = await ctx.reindex.enqueueEmbeds(changes);
-  return { facts: facts.length, changed: changes.length, embedsQueued: embeds };
+  const reasserted = changes.filter((c) => c.reasserted).length;
+  return { facts: facts.length, changed: changes.length - reasserted, reasserted, embedsQueued: embeds };
 };
