@@ -2,6 +2,7 @@ import { runWinkModelCheck } from './build-wink-model';
 import { runEmbeddingBench } from './embedding.bench';
 import { runJobsBench } from './jobs.bench';
 import { runProxyBench } from './proxy.bench';
+import { runQualityBench } from './quality.bench';
 import { runRetrievalBench } from './retrieval.bench';
 import { runRrfWeightBench } from './rrf-weights.bench';
 import { runVectorBench } from './vector.bench';
@@ -19,12 +20,14 @@ export const BENCHES: Bench[] = [
   { name: 'wink-model', title: 'Static model of the retrieval benches (wink word vectors → model2vec)', run: runWinkModelCheck },
   { name: 'retrieval', title: 'Retrieval latency per strategy (1k / 10k / 100k memories per key)', run: runRetrievalBench },
   { name: 'rrf-weights', title: 'RRF weights on a labelled set (MRR, recall@3)', run: runRrfWeightBench },
+  { name: 'quality', title: 'Retrieval quality on labelled chat sets vs BM25 / cosine / RRF references (issue #10)', run: runQualityBench },
   { name: 'jobs', title: 'Worker throughput and repair-sweep', run: runJobsBench },
   { name: 'proxy', title: 'Chat proxy added latency', run: runProxyBench },
 ];
 
-/** Runs the named benches (all when none are named) in sequence, each under a heading; figures are printed, never asserted. */
-export async function runBenches(names: string[]): Promise<number> {
+/** Runs the named benches (all when none are named) in sequence, each under a heading; figures are printed, never asserted. Arguments starting with `--` are options a bench reads itself (e.g. `quality --sets=gen-na`). */
+export async function runBenches(args: string[]): Promise<number> {
+  const names = args.filter((a) => !a.startsWith('--'));
   const unknown = names.filter((n) => !BENCHES.some((b) => b.name === n));
   if (unknown.length) {
     console.error(`unknown bench(es): ${unknown.join(', ')}; choose from ${BENCHES.map((b) => b.name).join(', ')}`);
