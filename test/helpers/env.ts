@@ -10,11 +10,27 @@ export const TEST_TOKEN = 'test-management-token-0123456789';
 const dirs: string[] = [];
 process.once('exit', () => dirs.forEach((d) => fs.rmSync(d, { recursive: true, force: true })));
 
-/** A temp directory removed at process exit. */
+/**
+ * A temp directory. Under jest it lives in the run's directory (ENGRAM_TEST_TMPDIR, made by
+ * test/helpers/global-setup.ts), which the global teardown removes; elsewhere (bench) it is removed at process exit.
+ */
 export function tempDir(label = 'engram'): string {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `${label}-`));
+  const dir = fs.mkdtempSync(path.join(process.env.ENGRAM_TEST_TMPDIR ?? os.tmpdir(), `${label}-`));
   dirs.push(dir);
   return dir;
+}
+
+/**
+ * The Redis tests use: the redis-server the jest globalSetup started (or TEST_REDIS_URL), passed in
+ * ENGRAM_TEST_REDIS_URL. Outside jest (bench) it is REDIS_URL or 127.0.0.1:6379.
+ */
+export function testRedisUrl(): string {
+  const url = process.env.ENGRAM_TEST_REDIS_URL;
+  if (url) return url;
+  if (process.env.JEST_WORKER_ID !== undefined) {
+    throw new Error('no test Redis: run jest with its config (jest.config.js), whose globalSetup test/helpers/global-setup.ts starts one');
+  }
+  return process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 }
 
 /** A unique BullMQ prefix per test file/run, so test runs never share queues. */
@@ -30,7 +46,7 @@ export function testEnv(overrides: Record<string, string | undefined> = {}): Env
     QUEUE_PREFIX: testPrefix('q'),
     MANAGEMENT_TOKEN: TEST_TOKEN,
     LOG_LEVEL: 'silent',
-    REDIS_URL: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+    REDIS_URL: testRedisUrl(),
     ...overrides,
   });
 }
