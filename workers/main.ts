@@ -68,6 +68,10 @@ export async function startWorker(env: Env, log: Logger, opts: { handlers?: Regi
   }
   const missingWorkers = served.filter((q) => !workers.has(q));
   if (missingWorkers.length) throw new Error(`queues without a worker: ${missingWorkers.join(', ')}`);
+  // Boot completes with every worker's connections up. BullMQ emits an 'error' nobody hears (the
+  // process dies) when a connection is closed while it is still initialising: a stop right after
+  // start (SIGTERM during boot, a quick test) must find them initialised.
+  await Promise.all([...workers.values()].map((w) => w.waitUntilReady()));
 
   // Repeatable schedules, created idempotently (same scheduler id every time). A Redis that comes
   // back empty (restart without persistence, failover) has lost them: re-create on every reconnect.

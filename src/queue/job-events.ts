@@ -4,6 +4,7 @@ import { redisUrl } from '../config/env';
 import type { Logger } from '../logger';
 import type { QueueName } from '../config/queue-names';
 import { bullConnectionOptions } from './redis';
+import { withTimeout } from '../timeout';
 
 export type JobEvent =
   | { type: 'progress'; data: unknown }
@@ -87,7 +88,11 @@ export class JobEventsHub {
   }
 
   async close(): Promise<void> {
-    await Promise.allSettled([...this.events.values()].map((qe) => qe.close()));
+    const all = [...this.events.values()];
+    // Let each reader finish initialising first (bounded): BullMQ emits an unheard 'error' — fatal —
+    // when a connection is closed mid-initialisation, and close() drops the listener that would hear it.
+    await withTimeout(Promise.allSettled(all.map((qe) => qe.waitUntilReady())), 2000).catch(() => undefined);
+    await Promise.allSettled(all.map((qe) => qe.close()));
     this.events.clear();
   }
 }
