@@ -4,7 +4,7 @@
  * cycle between folders can form either (type-only imports count: they couple folders as much).
  */
 const LAYERS = [
-  ['src/config', 'src/errors.ts', 'src/logger.ts', 'src/timeout.ts', 'src/shutdown.ts', 'src/metrics.ts'],
+  ['src/config', 'src/errors.ts', 'src/logger.ts', 'src/timeout.ts', 'src/shutdown.ts', 'src/metrics.ts', 'src/process-guards.ts'],
   ['src/db', 'src/net'],
   ['src/vector'],
   ['src/embedding'],

@@ -122,6 +122,7 @@ export async function startApi(env: Env, log: Logger, opts: { dbFile?: string; e
     })
     .add('job-events', () => ctx.jobEvents.close())
     .add('embedding', () => ctx.embedding.close())
+    .add('retrieval', async () => ctx.retrieval.close?.())
     .add('queues', () => ctx.queues.close())
     .add('sqlite', () => ctx.db.close());
 

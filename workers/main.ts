@@ -9,6 +9,7 @@ import type { QueueName } from '../src/config/queue-names';
 import { registerOutboxQuarantineGauge } from '../src/queue/outbox-metrics';
 import { bullConnectionOptions, checkEvictionPolicy } from '../src/queue/redis';
 import { dropWorkerMetrics, pushWorkerMetrics } from '../src/queue/worker-metrics';
+import { installProcessGuards } from '../src/process-guards';
 import { Shutdown } from '../src/shutdown';
 import type { Registry, WorkerContext } from './context';
 import { createProcessor, type StopFlag } from './dispatch';
@@ -20,6 +21,7 @@ export interface RunningWorker {
   ctx: WorkerContext;
   workers: Map<QueueName, Worker>;
   shutdown: Shutdown;
+  metrics: Metrics;
   /** Lets active jobs finish (within the grace period), then closes queues, Redis and SQLite. */
   stop(): Promise<void>;
   /** Pushes this process' metrics snapshot now (it is also pushed every 10 s). */
@@ -61,7 +63,9 @@ export async function startWorker(env: Env, log: Logger, opts: { handlers?: Regi
       stalledInterval: env.WORKER_STALLED_INTERVAL_MS,
       lockDuration: env.WORKER_LOCK_DURATION_MS,
       maxStalledCount: 2,
-      autorun: true,
+      // Started at the end of boot, once shutdown (and, in the process, its signal handlers) exists:
+      // a job taken earlier could not be handed back on SIGTERM.
+      autorun: false,
     });
     w.on('error', (err) => log.debug({ err: { message: err.message }, queue: q }, 'worker error'));
     workers.set(q, w);
@@ -139,8 +143,11 @@ export async function startWorker(env: Env, log: Logger, opts: { handlers?: Regi
     .add('queues', () => queues.close())
     .add('sqlite', () => ctx.db.close());
 
+  for (const [q, w] of workers) {
+    w.run().catch((err) => log.error({ err: { message: (err as Error).message }, queue: q }, 'worker loop stopped'));
+  }
   log.info({ queues: served, prefix: env.QUEUE_PREFIX }, 'worker ready; waiting for jobs');
-  return { ctx, workers, shutdown, stop: () => shutdown.run('stop'), publishMetrics: publish };
+  return { ctx, workers, shutdown, metrics, stop: () => shutdown.run('stop'), publishMetrics: publish };
 }
 
 /** Entry point of the worker process. */
@@ -149,6 +156,7 @@ export async function runWorkerProcess(): Promise<void> {
   const log = createLogger(env.LOG_LEVEL, 'engram-worker');
   const w = await startWorker(env, log);
   w.shutdown.onSignals();
+  installProcessGuards({ log, metrics: w.metrics, shutdown: w.shutdown });
 }
 
 if (require.main === module) {

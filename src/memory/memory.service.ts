@@ -332,7 +332,7 @@ export class MemoryService {
 
   /** Bumps access counters of injected memories (the record-access job; bookkeeping, no history row). */
   recordAccess(ids: string[], nowIso: string): number {
-    const n = this.repo.recordAccess([...new Set(ids)], nowIso);
+    const n = this.repo.recordAccess(ids, nowIso);
     for (const id of ids) this.cache.invalidate(id);
     return n;
   }

@@ -264,5 +264,6 @@ describe('guardedFetch (connect-time and redirect checks)', () => {
     const res = p.dispatcher.request({ origin: 'http://127.0.0.1:9', path: '/', method: 'GET' });
     await expect(res).rejects.toMatchObject({ code: 'private_blocked' });
     expect(looked).toEqual([]);
+    await p.close();
   });
 });

@@ -45,7 +45,7 @@ describe('the queue dashboard in a real browser', () => {
     for (const q of ['maintenance', 'extraction', 'embedding', 'reindex']) await page.getByText(q, { exact: true }).first().waitFor({ timeout: 20_000 });
     const cookies = await page.context().cookies();
     const session = cookies.find((c) => c.name === 'engram_mgmt');
-    expect(session).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: '/admin' });
+    expect(session).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: '/' });
     expect(session?.value).not.toBe(TEST_TOKEN);
   });
 });

@@ -26,6 +26,7 @@ export function buildTestApi(env: Env = testEnv()): TestApi {
     auth: { authorization: `Bearer ${TEST_TOKEN}` },
     async close() {
       await ctx.jobEvents.close();
+      await ctx.retrieval.close?.();
       await ctx.queues.close();
       ctx.db.close();
     },

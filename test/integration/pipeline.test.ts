@@ -191,7 +191,7 @@ describe('job pipeline against the real Redis', () => {
     const ok = await request(t.app).post('/admin/login').type('form').send({ token: t.ctx.managementToken });
     expect(ok.status).toBe(303);
     const cookie = ok.headers['set-cookie'][0] as string;
-    expect(cookie).toMatch(/engram_mgmt=[^;]+; Max-Age=\d+; Path=\/admin; Expires=[^;]+; HttpOnly; SameSite=Strict/);
+    expect(cookie).toMatch(/engram_mgmt=[^;]+; Max-Age=\d+; Path=\/; Expires=[^;]+; HttpOnly; SameSite=Strict/);
     expect(cookie).not.toContain(t.ctx.managementToken);
     const board = await request(t.app).get('/admin/queues').set('cookie', cookie.split(';')[0]);
     expect(board.status).toBe(200);

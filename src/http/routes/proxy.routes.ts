@@ -64,7 +64,7 @@ export function proxyRoutes(ctx: ApiContext): Router {
       const plan = memoryPlan(ctx.settings.memory(), req.headers);
       const { body, outcome } = await applyMemory(
         { retrieval: ctx.retrieval, log: ctx.log },
-        { apiKeyId, body: original, plan, requestId: chatId, logRequestId },
+        { apiKeyId, body: original, plan, requestId: chatId, logRequestId, signal: ac.signal },
       );
       setMemoryHeaders(res, outcome);
       if (ac.signal.aborted) return;

@@ -2,6 +2,7 @@ import { Router } from 'express';
 import type { ApiContext } from '../api-context';
 import type { Metrics } from '../../metrics';
 import { QUEUE_NAMES } from '../../config/queue-names';
+import { registerOutboxQuarantineGauge } from '../../queue/outbox-metrics';
 import { readWorkerMetrics } from '../../queue/worker-metrics';
 import { Gauge } from 'prom-client';
 import { RETRY_AFTER_SECONDS } from '../error-handler';
@@ -64,6 +65,7 @@ export function systemRoutes(ctx: ApiContext, metrics: Metrics): Router {
       this.set(ctx.queues.outboxCount());
     },
   });
+  registerOutboxQuarantineGauge(metrics.registry, ctx.queues);
 
   r.get('/metrics', async (_req, res, next) => {
     try {
