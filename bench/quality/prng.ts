@@ -1,14 +1,6 @@
-/** mulberry32, copied from test/helpers/prng.ts (bench code must not import test/): the same seed gives the same set. */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { mulberry32 } from '../../test/helpers/prng';
+
+export { mulberry32 };
 
 /** Convenience draws over one mulberry32 stream. */
 export class Rng {

@@ -5,7 +5,7 @@ import type { JobInput } from '../queue/jobs';
 import { AccessRecorder, MAX_IDS_PER_JOB } from './access-recorder';
 
 /** The two QueueLayer calls the recorder makes, recorded; `ready` is Redis' state. */
-function stubQueues() {
+function fakeQueues() {
   const jobs: JobInput<'record-access'>[] = [];
   return {
     ready: true,
@@ -27,7 +27,7 @@ describe('AccessRecorder', () => {
   let lines: string[];
   const log = () => createLogger('debug', 'test', { write: (l: string) => void lines.push(l) });
   const open: AccessRecorder[] = [];
-  const recorder = (queues: ReturnType<typeof stubQueues>, flushEveryMs = 600_000) => {
+  const recorder = (queues: ReturnType<typeof fakeQueues>, flushEveryMs = 600_000) => {
     const r = new AccessRecorder({ queues, log: log() }, { flushEveryMs });
     open.push(r);
     return r;
@@ -40,7 +40,7 @@ describe('AccessRecorder', () => {
   });
 
   it('records without touching the queue, then sends one job per ≤200 ids, every access kept (repeats too)', async () => {
-    const q = stubQueues();
+    const q = fakeQueues();
     const r = recorder(q);
     const a = ids(150);
     const b = ids(150);
@@ -59,7 +59,7 @@ describe('AccessRecorder', () => {
   });
 
   it('drops the batch when Redis is not ready (a debug line and a counter), and sends again once it is', async () => {
-    const q = stubQueues();
+    const q = fakeQueues();
     const r = recorder(q);
     q.ready = false;
     r.record(ids(3));
@@ -76,7 +76,7 @@ describe('AccessRecorder', () => {
   });
 
   it('a failing enqueue drops that job only, logged, never thrown', async () => {
-    const q = stubQueues();
+    const q = fakeQueues();
     let calls = 0;
     const enqueue = q.enqueue.bind(q);
     q.enqueue = async (name, data) => {
@@ -93,7 +93,7 @@ describe('AccessRecorder', () => {
   });
 
   it('flushes on its own timer, and a full job does not wait for it', async () => {
-    const q = stubQueues();
+    const q = fakeQueues();
     const r = recorder(q, 20);
     const one = ids(1);
     r.record(one);
@@ -109,7 +109,7 @@ describe('AccessRecorder', () => {
   });
 
   it('close() sends what is pending; later records are dropped and counted', async () => {
-    const q = stubQueues();
+    const q = fakeQueues();
     const r = recorder(q);
     const pending = ids(7);
     r.record(pending);
@@ -122,7 +122,7 @@ describe('AccessRecorder', () => {
   });
 
   it('holds at most maxPending ids while nothing can be sent; the excess is dropped and counted', async () => {
-    const q = stubQueues();
+    const q = fakeQueues();
     q.ready = false;
     const r = new AccessRecorder({ queues: q, log: log() }, { flushEveryMs: 600_000, maxPending: 10 });
     open.push(r);

@@ -20,6 +20,20 @@ export interface QuarantinedOutboxRow {
   quarantinedAt: string;
 }
 
+type QuarantinedRow = { outbox_id: number; job_name: string; job_id: string | null; quarantine_error: string | null; attempts: number; created_at: string; quarantined_at: string };
+
+function toQuarantined(r: QuarantinedRow): QuarantinedOutboxRow {
+  return {
+    outboxId: r.outbox_id,
+    jobName: r.job_name,
+    jobId: r.job_id,
+    error: r.quarantine_error ?? '',
+    attempts: r.attempts,
+    createdAt: r.created_at,
+    quarantinedAt: r.quarantined_at,
+  };
+}
+
 /** SQL over `outbox`: jobs acknowledged while Redis was unreachable. */
 export class OutboxRepository {
   constructor(private readonly db: Db) {}
@@ -99,15 +113,7 @@ export class OutboxRepository {
       created_at: string;
       quarantined_at: string;
     }[];
-    return rows.map((r) => ({
-      outboxId: r.outbox_id,
-      jobName: r.job_name,
-      jobId: r.job_id,
-      error: r.quarantine_error ?? '',
-      attempts: r.attempts,
-      createdAt: r.created_at,
-      quarantinedAt: r.quarantined_at,
-    }));
+    return rows.map(toQuarantined);
   }
 
   /** Deletes one quarantined row: 'deleted', 'pending' (the row exists but is not quarantined) or 'absent'. */
@@ -122,16 +128,7 @@ export class OutboxRepository {
         if (!r) return { outcome: 'absent' as const };
         if (r.quarantined_at === null) return { outcome: 'pending' as const };
         this.db.prepare('DELETE FROM outbox WHERE outbox_id = ?').run(outboxId);
-        const row: QuarantinedOutboxRow = {
-          outboxId: r.outbox_id,
-          jobName: r.job_name,
-          jobId: r.job_id,
-          error: r.quarantine_error ?? '',
-          attempts: r.attempts,
-          createdAt: r.created_at,
-          quarantinedAt: r.quarantined_at,
-        };
-        return { outcome: 'deleted' as const, row };
+        return { outcome: 'deleted' as const, row: toQuarantined({ ...r, quarantined_at: r.quarantined_at }) };
       })
       .immediate();
   }
