@@ -3,23 +3,24 @@ import { conflict, notFound } from '../../errors';
 import { listEmbeddingProviders } from '../../embedding/embedding.service';
 import { engineStatus } from '../../memory/engine-status';
 import type { ApiContext } from '../api-context';
+import { estimateTokens } from '../../memory/tokens';
 import { handle } from '../validate';
 import { createBody, idParams, listQuery, previewBody, reindexBody, updateBody } from './memory.schema';
 
 /** /api/memory: the original's CRUD, list/filters/pagination/stats, health, history. */
 export function memoryRoutes(ctx: ApiContext): Router {
   const r = Router();
-  const { memory } = ctx;
+  const { memory, backends } = ctx;
 
   r.get(
     '/',
-    handle({ query: listQuery }, ({ query }) => {
+    handle({ query: listQuery }, async ({ query }) => {
       const limit = query.limit ?? 50;
       // offset wins over page, as in the original; page is then derived from it.
       const offset = query.offset ?? ((query.page ?? 1) - 1) * limit;
       const page = query.offset !== undefined ? Math.floor(offset / limit) + 1 : (query.page ?? 1);
       const filter = { apiKeyId: query.apiKeyId, type: query.type, sessionId: query.sessionId, q: query.q };
-      const result = memory.list(filter, limit, offset);
+      const result = await backends.list(filter, limit, offset);
       const cache = memory.cache.stats();
       return {
         data: result.data,
@@ -31,7 +32,7 @@ export function memoryRoutes(ctx: ApiContext): Router {
         stats: {
           total: result.total,
           byType: result.byType,
-          tokensUsed: memory.tokensUsedBy(filter),
+          tokensUsed: backends.primaryIsLocal() ? memory.tokensUsedBy(filter) : result.data.reduce((n, m) => n + estimateTokens(m.content), 0),
           hitRate: cache.hitRate,
           cacheStats: { hits: cache.hits, misses: cache.misses, size: cache.size },
         },
@@ -41,8 +42,8 @@ export function memoryRoutes(ctx: ApiContext): Router {
 
   r.post(
     '/',
-    handle({ body: createBody }, ({ body }, _req, res) => {
-      const { memory: m, created } = memory.create(body, { source: 'api', requestId: res.locals.requestId });
+    handle({ body: createBody }, async ({ body }, _req, res) => {
+      const { memory: m, created } = await backends.create(body, { source: 'api', requestId: res.locals.requestId });
       res.status(created ? 201 : 200);
       return { success: true, id: m.id, created, memory: m };
     }),
@@ -111,14 +112,20 @@ export function memoryRoutes(ctx: ApiContext): Router {
     }),
   );
 
+  // The configured backends (digest §8.1) and the health of every one of them.
+  r.get(
+    '/backends',
+    handle({}, async () => ({ ...backends.describe(), health: await backends.healthAll() })),
+  );
+
   r.get('/engine-status', handle({}, () => engineStatus({ ...ctx, fts: ctx.db.db, vecError: ctx.db.vecError })));
 
   r.get('/embedding-providers', handle({}, () => ({ providers: listEmbeddingProviders(ctx.env) })));
 
   r.get(
     '/:id',
-    handle({ params: idParams }, ({ params }) => {
-      const m = memory.get(params.id);
+    handle({ params: idParams }, async ({ params }) => {
+      const m = await backends.get(params.id);
       if (!m) throw notFound('Memory');
       return { memory: m };
     }),
@@ -126,8 +133,8 @@ export function memoryRoutes(ctx: ApiContext): Router {
 
   r.put(
     '/:id',
-    handle({ params: idParams, body: updateBody }, ({ params, body }, _req, res) => {
-      const m = memory.update(params.id, body, { source: 'api', requestId: res.locals.requestId });
+    handle({ params: idParams, body: updateBody }, async ({ params, body }, _req, res) => {
+      const m = await backends.update(params.id, body, { source: 'api', requestId: res.locals.requestId });
       if (!m) throw notFound('Memory');
       return { success: true, memory: m };
     }),
@@ -135,8 +142,8 @@ export function memoryRoutes(ctx: ApiContext): Router {
 
   r.delete(
     '/:id',
-    handle({ params: idParams }, ({ params }, _req, res) => {
-      if (!memory.delete(params.id, { source: 'api', requestId: res.locals.requestId })) throw notFound('Memory');
+    handle({ params: idParams }, async ({ params }, _req, res) => {
+      if (!(await backends.delete(params.id, { source: 'api', requestId: res.locals.requestId }))) throw notFound('Memory');
       return { success: true };
     }),
   );
