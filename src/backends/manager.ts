@@ -173,6 +173,22 @@ export class BackendManager {
     return ok;
   }
 
+  /**
+   * Deletes many (MCP clear): one transaction per chunk on the local store (history row per memory),
+   * one call each on a remote primary. Returns how many existed.
+   */
+  async deleteMany(ids: string[], ctx: ChangeContext): Promise<number> {
+    const primary = this.primary();
+    let n = 0;
+    if (primary === this.sqlite) {
+      for (let i = 0; i < ids.length; i += 200) n += this.d.memory.deleteMany(ids.slice(i, i + 200), ctx);
+      return n;
+    }
+    for (const id of ids) if (await primary.delete(id, ctx)) n++;
+    await this.syncFallbacks(ids);
+    return n;
+  }
+
   async list(filter: ListFilter, limit: number, offset: number): Promise<BackendListResult> {
     return this.primary().list(filter, limit, offset);
   }

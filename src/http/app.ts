@@ -10,6 +10,7 @@ import { errorHandler, notFoundHandler, sendError, useOpenAiErrors } from './err
 import { adminRoutes } from './routes/admin.routes';
 import { jobsRoutes } from './routes/jobs.routes';
 import { keysRoutes } from './routes/keys.routes';
+import { mcpRoutes } from './routes/mcp.routes';
 import { memoryRoutes } from './routes/memory.routes';
 import { settingsRoutes } from './routes/settings.routes';
 import { systemRoutes } from './routes/system.routes';
@@ -68,6 +69,8 @@ export function createApp(ctx: ApiContext, metrics: Metrics): Express {
   // Chat requests can carry images: their own, larger limit and a deeper nesting limit.
   app.use('/v1', useOpenAiErrors, requireApiKey(ctx.apiKeys), jsonBody({ limit: ctx.env.PROXY_BODY_LIMIT_BYTES, maxDepth: PROXY_MAX_JSON_DEPTH }));
   mount(app, '/v1', proxyRoutes(ctx));
+  // MCP over streamable HTTP: its own auth (client key or management token), then its own body parser.
+  mount(app, '/mcp', mcpRoutes(ctx));
   app.use(
     '/api',
     requireManagement(ctx.managementToken),

@@ -33,7 +33,8 @@ describe('auth', () => {
       const none = await request(t.app)[method](url).set('accept', 'application/json');
       expect({ route: `${r.method} ${r.path}`, status: none.status }).toEqual({ route: `${r.method} ${r.path}`, status: 401 });
       const wrong = await request(t.app)[method](url).set('authorization', 'Bearer wrong-token-wrong-token').set('accept', 'application/json');
-      const refused = r.path.startsWith('/v1/') ? 401 : 403;
+      // /v1 answers as OpenAI does and /mcp as MCP clients expect (a Bearer challenge): 401 for a wrong credential too.
+      const refused = r.path.startsWith('/v1/') || r.path === '/mcp' ? 401 : 403;
       expect({ route: `${r.method} ${r.path}`, status: wrong.status }).toEqual({ route: `${r.method} ${r.path}`, status: refused });
     }
     // Unknown /api paths do not reveal themselves without credentials either.
