@@ -8,6 +8,7 @@ import { proxyRoutes } from './routes/proxy.routes';
 import { requireApiKey, requireManagement } from './auth';
 import { errorHandler, notFoundHandler, sendError, useOpenAiErrors } from './error-handler';
 import { adminRoutes } from './routes/admin.routes';
+import { docsRoutes } from './routes/docs.routes';
 import { jobsRoutes } from './routes/jobs.routes';
 import { keysRoutes } from './routes/keys.routes';
 import { mcpRoutes } from './routes/mcp.routes';
@@ -64,6 +65,8 @@ export function createApp(ctx: ApiContext, metrics: Metrics): Express {
   const system: MountedRouter = systemRoutes(ctx, metrics);
   system.mountPath = '';
   app.use(system);
+  // The API's own description and reference page: public, built from the routes below when first asked for.
+  mount(app, '', docsRoutes(() => app));
 
   // Authenticate first, parse second: a body is read (up to its limit) only for a caller who may send one.
   // Chat requests can carry images: their own, larger limit and a deeper nesting limit.

@@ -12,7 +12,19 @@ import { TEST_TOKEN, silentLog, testEnv } from '../helpers/env';
 import { concretePath, walkRoutes } from '../helpers/routes';
 
 /** Routes that are public on purpose (they reveal no memory data). */
-const PUBLIC = new Set(['GET /healthz', 'GET /readyz', 'GET /metrics', 'GET /admin/login', 'POST /admin/login', 'POST /admin/logout']);
+const PUBLIC = new Set([
+  'GET /healthz',
+  'GET /readyz',
+  'GET /metrics',
+  'GET /admin/login',
+  'POST /admin/login',
+  'POST /admin/logout',
+  // The API's description and its reference page (no data).
+  'GET /openapi.json',
+  'GET /docs',
+  'GET /docs/init.js',
+  'GET /docs/assets/:file',
+]);
 
 describe('auth', () => {
   let t: TestApi;

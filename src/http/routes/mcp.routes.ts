@@ -6,6 +6,8 @@ import type { ApiContext } from '../api-context';
 import { bearer } from '../auth';
 import { sendError } from '../error-handler';
 import { jsonBody } from '../validate';
+import { documented, type RouteDoc } from '../route-doc';
+import { z } from 'zod';
 
 /**
  * MCP auth: `Authorization: Bearer` with the management token (any tenant, `apiKeyId` required) or
@@ -32,6 +34,18 @@ export function requireMcpAuth(ctx: Pick<ApiContext, 'managementToken' | 'apiKey
 
 const MAX_JSON_DEPTH = 64;
 
+/** What a POST carries: one JSON-RPC message or a batch (the SDK's transport checks the rest). */
+const jsonRpcMessage = z.union([z.object({ jsonrpc: z.literal('2.0'), method: z.string().optional(), id: z.union([z.string(), z.number()]).optional() }).loose(), z.array(z.unknown())]);
+
+const MCP_DOC: RouteDoc = {
+  summary: 'MCP (streamable HTTP, stateless): tools omniroute_memory_search / _add / _clear, memory:// resources, the remember-context prompt',
+  description:
+    'Authorization: a client key acts on its own memories only (naming another apiKeyId is refused); the management token may name any key and must. Send `Accept: application/json, text/event-stream`.',
+  requestExample: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'omniroute_memory_search', arguments: { query: 'editor' } } },
+  responses: { 200: { description: 'The JSON-RPC response', example: { jsonrpc: '2.0', id: 1, result: { content: [{ type: 'text', text: '{\n  "success": true,\n  "data": {…}\n}' }] } } } },
+};
+const NOT_ALLOWED_DOC: RouteDoc = { summary: 'Not used by a stateless MCP server', responses: { 405: { description: 'POST only' } } };
+
 /**
  * /mcp: MCP over streamable HTTP, stateless (a server and transport per request, so every request
  * is authorized on its own and nothing is kept between them). GET (server-initiated streams) and
@@ -40,7 +54,7 @@ const MAX_JSON_DEPTH = 64;
 export function mcpRoutes(ctx: ApiContext): Router {
   const r = Router();
   const deps = { backends: ctx.backends, settings: ctx.settings, retrieval: ctx.retrieval, log: ctx.log };
-  r.post('/', requireMcpAuth(ctx), jsonBody({ limit: ctx.env.BODY_LIMIT_BYTES, maxDepth: MAX_JSON_DEPTH }), async (req, res, next) => {
+  r.post('/', requireMcpAuth(ctx), jsonBody({ limit: ctx.env.BODY_LIMIT_BYTES, maxDepth: MAX_JSON_DEPTH }), documented(MCP_DOC, async (req, res, next) => {
     const server = createMcpServer(deps, res.locals.mcpPrincipal as McpPrincipal);
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     res.on('close', () => {
@@ -53,11 +67,11 @@ export function mcpRoutes(ctx: ApiContext): Router {
     } catch (err) {
       next(err);
     }
-  });
+  }, { body: jsonRpcMessage }));
   const notAllowed: RequestHandler = (_req, res) => {
     res.status(405).setHeader('allow', 'POST').json({ jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed: this MCP endpoint is stateless (POST only)' }, id: null });
   };
-  r.get('/', requireMcpAuth(ctx), notAllowed);
-  r.delete('/', requireMcpAuth(ctx), notAllowed);
+  r.get('/', requireMcpAuth(ctx), documented(NOT_ALLOWED_DOC, notAllowed));
+  r.delete('/', requireMcpAuth(ctx), documented(NOT_ALLOWED_DOC, notAllowed));
   return r;
 }

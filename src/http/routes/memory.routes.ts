@@ -5,6 +5,7 @@ import { engineStatus } from '../../memory/engine-status';
 import type { ApiContext } from '../api-context';
 import { estimateTokens } from '../../memory/tokens';
 import { handle } from '../validate';
+import { memoryDocs } from './memory.docs';
 import { createBody, idParams, listQuery, previewBody, reindexBody, updateBody } from './memory.schema';
 
 /** /api/memory: the original's CRUD, list/filters/pagination/stats, health, history. */
@@ -37,7 +38,7 @@ export function memoryRoutes(ctx: ApiContext): Router {
           cacheStats: { hits: cache.hits, misses: cache.misses, size: cache.size },
         },
       };
-    }),
+    }, memoryDocs.list),
   );
 
   r.post(
@@ -46,7 +47,7 @@ export function memoryRoutes(ctx: ApiContext): Router {
       const { memory: m, created } = await backends.create(body, { source: 'api', requestId: res.locals.requestId });
       res.status(created ? 201 : 200);
       return { success: true, id: m.id, created, memory: m };
-    }),
+    }, memoryDocs.create),
   );
 
   r.get(
@@ -60,7 +61,7 @@ export function memoryRoutes(ctx: ApiContext): Router {
         ctx.log.warn({ err }, 'memory health check failed');
         return { working: false, latencyMs: Math.round(performance.now() - started), error: 'memory store self-test failed' };
       }
-    }),
+    }, memoryDocs.health),
   );
 
   r.post(
@@ -98,7 +99,7 @@ export function memoryRoutes(ctx: ApiContext): Router {
         totalTokensUsed: result.totalTokens,
         budgetMaxTokens: result.budgetMaxTokens,
       };
-    }),
+    }, memoryDocs.preview),
   );
 
   r.post(
@@ -109,18 +110,18 @@ export function memoryRoutes(ctx: ApiContext): Router {
       if (r.existing) throw conflict('A reindex job is already running', { jobId: r.jobId });
       res.status(202);
       return { jobId: r.jobId, queue: r.queue, started: true, pending, via: r.via };
-    }),
+    }, memoryDocs.reindex),
   );
 
   // The configured backends (digest §8.1) and the health of every one of them.
   r.get(
     '/backends',
-    handle({}, async () => ({ ...backends.describe(), health: await backends.healthAll() })),
+    handle({}, async () => ({ ...backends.describe(), health: await backends.healthAll() }), memoryDocs.backends),
   );
 
-  r.get('/engine-status', handle({}, () => engineStatus({ ...ctx, fts: ctx.db.db, vecError: ctx.db.vecError })));
+  r.get('/engine-status', handle({}, () => engineStatus({ ...ctx, fts: ctx.db.db, vecError: ctx.db.vecError }), memoryDocs.engineStatus));
 
-  r.get('/embedding-providers', handle({}, () => ({ providers: listEmbeddingProviders(ctx.env) })));
+  r.get('/embedding-providers', handle({}, () => ({ providers: listEmbeddingProviders(ctx.env) }), memoryDocs.embeddingProviders));
 
   r.get(
     '/:id',
@@ -128,7 +129,7 @@ export function memoryRoutes(ctx: ApiContext): Router {
       const m = await backends.get(params.id);
       if (!m) throw notFound('Memory');
       return { memory: m };
-    }),
+    }, memoryDocs.get),
   );
 
   r.put(
@@ -137,7 +138,7 @@ export function memoryRoutes(ctx: ApiContext): Router {
       const m = await backends.update(params.id, body, { source: 'api', requestId: res.locals.requestId });
       if (!m) throw notFound('Memory');
       return { success: true, memory: m };
-    }),
+    }, memoryDocs.update),
   );
 
   r.delete(
@@ -145,7 +146,7 @@ export function memoryRoutes(ctx: ApiContext): Router {
     handle({ params: idParams }, async ({ params }, _req, res) => {
       if (!(await backends.delete(params.id, { source: 'api', requestId: res.locals.requestId }))) throw notFound('Memory');
       return { success: true };
-    }),
+    }, memoryDocs.delete),
   );
 
   r.get(
@@ -154,7 +155,7 @@ export function memoryRoutes(ctx: ApiContext): Router {
       const events = memory.history(params.id);
       if (events.length === 0) throw notFound('Memory');
       return { id: params.id, events };
-    }),
+    }, memoryDocs.history),
   );
 
   return r;
