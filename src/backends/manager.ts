@@ -1,4 +1,4 @@
-import { unavailable } from '../errors';
+import { AppError, unavailable } from '../errors';
 import type { Logger } from '../logger';
 import type { MemoryChange, MemoryService } from '../memory/memory.service';
 import type { Retriever } from '../memory/retrieval.types';
@@ -6,7 +6,7 @@ import type { MemorySettings, SettingsService } from '../memory/settings';
 import type { ChangeContext, ListFilter, Memory, UpdateMemoryInput } from '../memory/types';
 import type { OutboundPolicy } from '../net/url-policy';
 import type { QueueLayer } from '../queue/queues';
-import { buildBackend } from './factory';
+import { buildBackend, checkBackendSettings } from './factory';
 import { SqliteBackend } from './sqlite.backend';
 import type { BackendCreateInput, BackendHealth, BackendListResult, BackendSearch, MemoryBackend } from './types';
 
@@ -97,6 +97,23 @@ export class BackendManager {
     return r.primary;
   }
 
+  /** Runs one call on the primary; a remote backend's failure is a dependency failure (503), not a bug. */
+  private async onPrimary<T>(fn: (b: MemoryBackend) => Promise<T>): Promise<T> {
+    const b = this.primary();
+    if (b === this.sqlite) return fn(b);
+    try {
+      return await fn(b);
+    } catch (err) {
+      if (err instanceof AppError) throw err;
+      throw unavailable(`memory backend "${b.id}" failed: ${(err as Error).message}`);
+    }
+  }
+
+  /** Problems with backend settings before they are stored (`{path, message}`; empty when usable). */
+  check(s: Pick<MemorySettings, 'primaryBackend' | 'fallbackBackends' | 'backendConfigs'>): { path: string; message: string }[] {
+    return checkBackendSettings(s, this.d.policy);
+  }
+
   /** Ids of the primary and the fallbacks in use now. */
   describe(): { primary: string; fallbacks: string[]; primaryError: string | null } {
     const r = this.current();
@@ -140,7 +157,7 @@ export class BackendManager {
   }
 
   async create(input: BackendCreateInput, ctx: ChangeContext): Promise<{ memory: Memory; created: boolean }> {
-    const out = await this.primary().create(input, ctx);
+    const out = await this.onPrimary((b) => b.create(input, ctx));
     await this.syncFallbacks([out.memory.id]);
     return out;
   }
@@ -162,13 +179,13 @@ export class BackendManager {
   }
 
   async update(id: string, patch: UpdateMemoryInput, ctx: ChangeContext): Promise<Memory | null> {
-    const m = await this.primary().update(id, patch, ctx);
+    const m = await this.onPrimary((b) => b.update(id, patch, ctx));
     if (m) await this.syncFallbacks([id]);
     return m;
   }
 
   async delete(id: string, ctx: ChangeContext): Promise<boolean> {
-    const ok = await this.primary().delete(id, ctx);
+    const ok = await this.onPrimary((b) => b.delete(id, ctx));
     if (ok) await this.syncFallbacks([id]);
     return ok;
   }
@@ -184,13 +201,13 @@ export class BackendManager {
       for (let i = 0; i < ids.length; i += 200) n += this.d.memory.deleteMany(ids.slice(i, i + 200), ctx);
       return n;
     }
-    for (const id of ids) if (await primary.delete(id, ctx)) n++;
+    for (const id of ids) if (await this.onPrimary((b) => b.delete(id, ctx))) n++;
     await this.syncFallbacks(ids);
     return n;
   }
 
   async list(filter: ListFilter, limit: number, offset: number): Promise<BackendListResult> {
-    return this.primary().list(filter, limit, offset);
+    return this.onPrimary((b) => b.list(filter, limit, offset));
   }
 
   /** Primary search; the fallbacks in order only when it throws (an empty answer is an answer). */
