@@ -125,10 +125,13 @@ export class ObsidianBackend implements MemoryBackend {
     this.ok(await this.call('PUT', this.vaultUrl(path), { body: this.render(m), contentType: 'text/markdown' }));
   }
 
-  /** Files whose front-matter matches every field given (the plugin's JsonLogic search). */
+  /** Engram notes whose front-matter matches every field given (the plugin's JsonLogic search). */
   private async find(fields: Record<string, string>): Promise<string[]> {
-    const clauses: unknown[] = Object.entries(fields).map(([k, v]) => ({ '==': [{ var: `frontmatter.${FM_PREFIX}${k}` }, v] }));
-    const logic = clauses.length === 1 ? clauses[0] : { and: clauses };
+    const clauses: unknown[] = [
+      { '!=': [{ var: `frontmatter.${FM_PREFIX}id` }, null] },
+      ...Object.entries(fields).map(([k, v]) => ({ '==': [{ var: `frontmatter.${FM_PREFIX}${k}` }, v] })),
+    ];
+    const logic = { and: clauses };
     const r = this.ok(await this.call('POST', 'search/', { body: JSON.stringify(logic), contentType: 'application/vnd.olrapi.jsonlogic+json' }));
     const hits = searchHits.safeParse(jsonOf(this.id, r));
     if (!hits.success) throw new BackendError(`backend ${this.id}: the search answer is not a list of files`);
@@ -222,7 +225,7 @@ export class ObsidianBackend implements MemoryBackend {
     if (filter.apiKeyId !== undefined) fields.apiKeyId = filter.apiKeyId;
     if (filter.type !== undefined) fields.type = filter.type;
     if (filter.sessionId !== undefined) fields.sessionId = filter.sessionId;
-    const paths = await this.find(Object.keys(fields).length ? fields : { apiKeyId: filter.apiKeyId ?? '' });
+    const paths = await this.find(fields);
     if (!filter.q) {
       const data = (await Promise.all(paths.slice(offset, offset + limit).map((p) => this.read(p)))).filter((m): m is Memory => m !== null);
       const all = paths.length;
