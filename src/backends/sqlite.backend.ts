@@ -16,9 +16,8 @@ export class SqliteBackend implements MemoryBackend {
   ) {}
 
   async create(input: BackendCreateInput, ctx: ChangeContext): Promise<{ memory: Memory; created: boolean }> {
-    // The local store mints its own ids: a fallback copy keyed by (apiKeyId, key) upserts the same row.
-    const { id: _ignored, ...rest } = input;
-    return this.memory.create(rest, ctx);
+    // A fallback copy keeps the primary's id when it is a UUID (so get/update/delete by id reach it); upsert by (apiKeyId, key) as always.
+    return this.memory.create(input, ctx);
   }
 
   async get(id: string): Promise<Memory | null> {

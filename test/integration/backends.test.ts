@@ -19,7 +19,7 @@ describe('generic HTTP backend against a local service', () => {
     baseUrl: fake.baseUrl,
     apiKey: 'backend-secret-token-123456',
     headers: { 'X-Workspace': 'w-42' },
-    timeoutMs: 300,
+    timeoutMs: 10_000,
     maxResponseBytes: 64 * 1024,
     endpoints: {
       search: 'GET /v2/find',
@@ -94,7 +94,7 @@ describe('generic HTTP backend against a local service', () => {
   });
 
   it('a slow service times out, a huge answer is cut off at the size limit', async () => {
-    const b = new HttpBackend('svc', config(), policy);
+    const b = new HttpBackend('svc', { ...config(), timeoutMs: 300 }, policy);
     fake.delayMs = 2000;
     await expect(b.get('x')).rejects.toThrow('backend svc did not answer within 300 ms');
     fake.delayMs = 0;
@@ -198,6 +198,20 @@ describe('backends built from settings, through /api/memory and the backend-sync
 
     const health = await request(t.app).get('/api/memory/backends').set(t.auth);
     expect(health.body).toMatchObject({ primary: 'main', fallbacks: ['mirror'], health: { main: { ok: true, role: 'primary' }, mirror: { ok: true, role: 'fallback' } } });
+  });
+
+  it('SQLite as the fallback of a remote primary keeps the primary’s ids: search falls back to it, deletes reach it', async () => {
+    expect((await put({ primaryBackend: 'main', fallbackBackends: ['sqlite'] })).status).toBe(200);
+    const created = await request(t.app).post('/api/memory').set(t.auth).send({ apiKeyId: 'tenant-l', key: 'sport', content: 'Plays padel on Thursdays' });
+    const id = created.body.memory.id as string;
+    await waitUntil(() => t.ctx.memory.get(id)?.content === 'Plays padel on Thursdays', 20_000, 'the local copy');
+    main.down = true;
+    const r = await t.ctx.backends.search({ apiKeyId: 'tenant-l', query: 'padel' });
+    expect(r).toMatchObject({ backend: 'sqlite', memories: [{ id, content: 'Plays padel on Thursdays' }] });
+    main.down = false;
+    expect((await request(t.app).delete(`/api/memory/${id}`).set(t.auth)).status).toBe(200);
+    await waitUntil(() => t.ctx.memory.get(id) === null, 20_000, 'the local copy to go');
+    expect(t.ctx.memory.history(id).map((e) => e.op)).toEqual(['create', 'delete']);
   });
 
   it('with SQLite primary every committed local change (API, MCP, extraction) reaches the fallback by backend-sync', async () => {
