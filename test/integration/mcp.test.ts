@@ -99,6 +99,9 @@ describe('MCP over streamable HTTP (/mcp), with the official SDK client', () => 
     const own = (await callTool(c, 'omniroute_memory_search', { query: 'launch codes blue folder' })).json as Ok<{ memories: Memory[] }>;
     expect(own.data.memories.every((m) => m.apiKeyId === a.id)).toBe(true);
     await expect(c.readResource({ uri: `memory://${bMemory.id}` })).rejects.toThrow(/not found/);
+    const listed = await c.listResources();
+    expect(listed.resources.length).toBeGreaterThan(0);
+    expect(listed.resources.map((r) => r.uri)).not.toContain(`memory://${bMemory.id}`);
     await expect(c.getPrompt({ name: 'remember-context', arguments: { query: 'launch codes', apiKeyId: b.id } })).rejects.toThrow(/another API key/);
     // B's memories are untouched.
     expect(t.ctx.memory.list({ apiKeyId: b.id }, 10, 0).data.map((m) => m.key)).toEqual(['secret']);

@@ -44,6 +44,8 @@ describe('GET /openapi.json and /docs', () => {
     // And nothing else: every operation is a real route.
     const ops = Object.entries(doc.paths ?? {}).flatMap(([p, item]) => Object.keys(item ?? {}).map((m) => `${m.toUpperCase()} ${p}`));
     expect(ops.sort()).toEqual(routes.map((r) => `${r.method} ${oaPath(r.path)}`).sort());
+    const ids = Object.values(doc.paths ?? {}).flatMap((item) => Object.values(item ?? {}).map((op) => (op as OpenAPIV3_1.OperationObject).operationId));
+    expect(new Set(ids).size).toBe(ids.length);
     for (const must of ['GET /api/memory', 'POST /api/memory', 'GET /api/memory/{id}', 'POST /mcp', 'POST /v1/chat/completions', 'GET /api/jobs/{queue}/{id}/events', 'GET /openapi.json', 'GET /docs']) {
       expect(ops).toContain(must);
     }
