@@ -13,7 +13,7 @@ import type { BackendCreateInput, BackendHealth, BackendListResult, BackendSearc
 export interface BackendManagerDeps {
   memory: MemoryService;
   settings: SettingsService;
-  queues: Pick<QueueLayer, 'enqueue'>;
+  queues: Pick<QueueLayer, 'enqueueAfterCommit'>;
   policy: OutboundPolicy;
   log: Logger;
 }
@@ -139,7 +139,8 @@ export class BackendManager {
   }
 
   private async enqueueSyncs(fallbacks: MemoryBackend[], memoryIds: string[]): Promise<void> {
-    for (const f of fallbacks) for (const memoryId of memoryIds) await this.d.queues.enqueue('backend-sync', { backendId: f.id, memoryId });
+    // The change is committed: its syncs go to Redis or, when it cannot take them, to the outbox (never dropped).
+    for (const f of fallbacks) for (const memoryId of memoryIds) await this.d.queues.enqueueAfterCommit('backend-sync', { backendId: f.id, memoryId });
   }
 
   private localChanges(changes: MemoryChange[]): void {

@@ -1,10 +1,14 @@
 import request from 'supertest';
+import net from 'node:net';
+import { BackendManager } from '../../src/backends/manager';
 import { HttpBackend } from '../../src/backends/http.backend';
+import { QueueLayer } from '../../src/queue/queues';
 import { safeFileSegment } from '../../src/backends/safe-name';
 import { OutboundPolicy, OutboundUrlError } from '../../src/net/url-policy';
 import { startWorker, type RunningWorker } from '../../workers/main';
 import { buildTestApi, type TestApi } from '../helpers/api';
-import { silentLog, testEnv } from '../helpers/env';
+import { silentLog, testEnv, testRedisUrl } from '../helpers/env';
+import { tempStorage } from '../helpers/storage';
 import { startFakeMemoryBackend, type FakeMemoryBackend } from '../helpers/fake-memory-backend';
 import { startFakeNotion, type FakeNotion } from '../helpers/fake-notion';
 import { startFakeObsidian, type FakeObsidian } from '../helpers/fake-obsidian';
@@ -303,5 +307,40 @@ describe('backends built from settings, through /api/memory and the backend-sync
     expect((await request(t.app).get(`/api/memory/${id}`).set(t.auth)).status).toBe(404);
     // Back to the local store.
     expect((await put({ primaryBackend: 'sqlite' })).status).toBe(200);
+  });
+});
+
+describe('a change committed while Redis is down (worker side)', () => {
+  it('keeps its backend-sync in the SQLite outbox, and a flush delivers it', async () => {
+    const dead = await new Promise<number>((resolve) => {
+      const srv = net.createServer().listen(0, '127.0.0.1', () => {
+        const { port } = srv.address() as net.AddressInfo;
+        srv.close(() => resolve(port));
+      });
+    });
+    const env = testEnv({ REDIS_URL: `redis://127.0.0.1:${dead}`, OMNIROUTE_ALLOW_PRIVATE_PROVIDER_URLS: 'true', SETTINGS_CACHE_TTL_MS: '0' });
+    const s = tempStorage(env);
+    const down = new QueueLayer(env, silentLog(), s.db.db, 'worker');
+    const policy = new OutboundPolicy({ allowPrivate: true });
+    const manager = new BackendManager({ memory: s.memory, settings: s.settings, queues: down, policy, log: silentLog() });
+    const up = new QueueLayer(testEnv({ QUEUE_PREFIX: env.QUEUE_PREFIX }), silentLog(), s.db.db, 'worker');
+    try {
+      s.settings.updateMemory({ fallbackBackends: ['mirror'], backendConfigs: { mirror: { type: 'http', baseUrl: 'http://127.0.0.1:9' } } });
+      expect(manager.describe()).toMatchObject({ primary: 'sqlite', fallbacks: ['mirror'] });
+      // As extraction does in a worker: a change straight on the service.
+      const { memory } = s.memory.create({ apiKeyId: 'k', type: 'factual', key: 'a', content: 'made while Redis was away' }, { source: 'extraction' });
+      await waitUntil(() => down.outboxCount() === 1, 10_000, 'the sync to reach the outbox');
+      expect(up.env.REDIS_URL).toBe(testRedisUrl());
+      const flushed = await up.flushOutbox();
+      expect(flushed).toMatchObject({ moved: 1, remaining: 0 });
+      const [job] = await up.queue('maintenance').getJobs(['waiting', 'prioritized', 'delayed']);
+      expect(job).toMatchObject({ name: 'backend-sync', data: { backendId: 'mirror', memoryId: memory.id } });
+    } finally {
+      await manager.shutdown();
+      await down.close();
+      await up.queue('maintenance').obliterate({ force: true });
+      await up.close();
+      s.close();
+    }
   });
 });
