@@ -36,6 +36,7 @@ export function buildApiContext(env: Env, log: Logger, opts: { dbFile?: string }
     },
   });
   const retrieval = new RetrievalService({ ...services, db: services.db.db, reranker: rerankerFromEnv(env, log) });
+  services.backends.useRetriever(retrieval);
   return {
     ...services,
     apiKeys: new ApiKeyService(services.db.db),
@@ -123,6 +124,7 @@ export async function startApi(env: Env, log: Logger, opts: { dbFile?: string; e
     .add('job-events', () => ctx.jobEvents.close())
     .add('embedding', () => ctx.embedding.close())
     .add('retrieval', async () => ctx.retrieval.close?.())
+    .add('backends', () => ctx.backends.shutdown())
     .add('queues', () => ctx.queues.close())
     .add('sqlite', () => ctx.db.close());
 

@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { Command } from 'commander';
+import pino from 'pino';
 import { SingleBar, Presets } from 'cli-progress';
 import { ApiKeyService } from './auth/api-keys.service';
 import { resolveManagementToken } from './auth/management-token';
@@ -136,6 +137,35 @@ program
   .command('worker')
   .description('run a worker process (WORKER_QUEUES selects queues)')
   .action(async () => (await import('../workers/main')).runWorkerProcess());
+program
+  .command('mcp')
+  .description('serve MCP (the memory tools) over stdio, acting with the management token (tools need apiKeyId)')
+  .action(async () => {
+    const e = env();
+    // stdout carries the protocol: logs go to stderr.
+    const log = createLogger(e.LOG_LEVEL, 'engram-mcp', pino.destination(2));
+    const { buildApiContext } = await import('./api');
+    const { serveStdio } = await import('./mcp/stdio');
+    const ctx = buildApiContext(e, log);
+    const { server, closed } = await serveStdio({ backends: ctx.backends, settings: ctx.settings, retrieval: ctx.retrieval, log });
+    let done = false;
+    const stop = async (code: number) => {
+      if (done) return;
+      done = true;
+      await server.close().catch(() => undefined);
+      await ctx.retrieval.close?.().catch(() => undefined);
+      await ctx.backends.shutdown().catch(() => undefined);
+      await ctx.jobEvents.close().catch(() => undefined);
+      await ctx.embedding.close().catch(() => undefined);
+      await ctx.queues.close().catch(() => undefined);
+      ctx.db.close();
+      process.exit(code);
+    };
+    process.on('SIGTERM', () => void stop(0));
+    process.on('SIGINT', () => void stop(0));
+    await closed;
+    await stop(0);
+  });
 program
   .command('migrate')
   .description('apply pending database migrations')

@@ -1,6 +1,7 @@
 import type { Env } from './config/env';
 import { openDatabase, type DbHandle } from './db/connection';
 import { migrate } from './db/migrate';
+import { BackendManager } from './backends/manager';
 import { EmbeddingService } from './embedding/embedding.service';
 import type { Logger } from './logger';
 import { MemoryReadCache } from './memory/read-cache';
@@ -8,6 +9,7 @@ import { MemoryService } from './memory/memory.service';
 import { ReindexService } from './memory/reindex.service';
 import { SettingsService } from './memory/settings';
 import { QueueLayer } from './queue/queues';
+import { outboundPolicyFromEnv } from './net/url-policy';
 import type { RedisRole } from './queue/redis';
 import { SqliteVecStore } from './vector/sqlite-vec.store';
 
@@ -26,6 +28,8 @@ export interface Services extends Storage {
   queues: QueueLayer;
   embedding: EmbeddingService;
   reindex: ReindexService;
+  /** Memory backends (primary/fallbacks from settings): the REST routes and MCP tools go through it. */
+  backends: BackendManager;
 }
 
 /** Opens SQLite, applies migrations and builds the storage services; deleting a memory deletes its vector in the same transaction. */
@@ -50,5 +54,6 @@ export function openServices(env: Env, log: Logger, role: RedisRole, opts: { dbF
   const queues = new QueueLayer(env, log, storage.db.db, role);
   const embedding = new EmbeddingService(env, { log });
   const reindex = new ReindexService({ ...storage, embedding, queues, log });
-  return { env, log, ...storage, queues, embedding, reindex };
+  const backends = new BackendManager({ memory: storage.memory, settings: storage.settings, queues, policy: outboundPolicyFromEnv(env), log });
+  return { env, log, ...storage, queues, embedding, reindex, backends };
 }

@@ -140,6 +140,7 @@ export async function startWorker(env: Env, log: Logger, opts: { handlers?: Regi
       await dropWorkerMetrics(queues.connection, env.QUEUE_PREFIX, workerId).catch(() => undefined);
     })
     .add('embedding', () => ctx.embedding.close())
+    .add('backends', () => ctx.backends.shutdown())
     .add('queues', () => queues.close())
     .add('sqlite', () => ctx.db.close());
 

@@ -1,4 +1,5 @@
 import type { Registry } from './context';
+import { backendSync } from './handlers/backend-sync.handler';
 import { embedMemory } from './handlers/embed-memory.handler';
 import { expireMemories } from './handlers/expire-memories.handler';
 import { extractFacts } from './handlers/extract-facts.handler';
@@ -14,4 +15,5 @@ export const registry: Registry = {
   'embed-memory': embedMemory,
   reindex,
   'record-access': recordAccess,
+  'backend-sync': backendSync,
 };

@@ -8,8 +8,10 @@ import { proxyRoutes } from './routes/proxy.routes';
 import { requireApiKey, requireManagement } from './auth';
 import { errorHandler, notFoundHandler, sendError, useOpenAiErrors } from './error-handler';
 import { adminRoutes } from './routes/admin.routes';
+import { docsRoutes } from './routes/docs.routes';
 import { jobsRoutes } from './routes/jobs.routes';
 import { keysRoutes } from './routes/keys.routes';
+import { mcpRoutes } from './routes/mcp.routes';
 import { memoryRoutes } from './routes/memory.routes';
 import { settingsRoutes } from './routes/settings.routes';
 import { systemRoutes } from './routes/system.routes';
@@ -63,11 +65,15 @@ export function createApp(ctx: ApiContext, metrics: Metrics): Express {
   const system: MountedRouter = systemRoutes(ctx, metrics);
   system.mountPath = '';
   app.use(system);
+  // The API's own description and reference page: public, built from the routes below when first asked for.
+  mount(app, '', docsRoutes(() => app));
 
   // Authenticate first, parse second: a body is read (up to its limit) only for a caller who may send one.
   // Chat requests can carry images: their own, larger limit and a deeper nesting limit.
   app.use('/v1', useOpenAiErrors, requireApiKey(ctx.apiKeys), jsonBody({ limit: ctx.env.PROXY_BODY_LIMIT_BYTES, maxDepth: PROXY_MAX_JSON_DEPTH }));
   mount(app, '/v1', proxyRoutes(ctx));
+  // MCP over streamable HTTP: its own auth (client key or management token), then its own body parser.
+  mount(app, '/mcp', mcpRoutes(ctx));
   app.use(
     '/api',
     requireManagement(ctx.managementToken),

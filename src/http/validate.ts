@@ -1,6 +1,7 @@
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import type { z } from 'zod';
 import { validationError } from '../errors';
+import { attachRouteMeta, type RequestSchemas, type RouteDoc } from './route-doc';
 
 /**
  * The route pattern a request matched, as declared (`/api/memory/:id`), or null before/without a match.
@@ -12,20 +13,22 @@ export function routePattern(req: Request): string | null {
   return typeof path === 'string' ? `${req.baseUrl.toLowerCase()}${path}` : null;
 }
 
-type Schemas = { body?: z.ZodType; query?: z.ZodType; params?: z.ZodType };
+type Schemas = RequestSchemas;
 type Out<S, K extends keyof Schemas> = S extends Record<K, infer T> ? (T extends z.ZodType ? z.infer<T> : undefined) : undefined;
 export type Input<S extends Schemas> = { body: Out<S, 'body'>; query: Out<S, 'query'>; params: Out<S, 'params'> };
 
 /**
  * The one validation middleware: parses body/query/params with zod (400 with the zod paths on
  * failure, before anything changes), then calls the handler with typed input. A returned value
- * is sent as JSON; handlers that stream or set a status themselves return undefined.
+ * is sent as JSON; handlers that stream or set a status themselves return undefined. The schemas
+ * (and the optional doc) ride on the handler: GET /openapi.json is generated from exactly them.
  */
 export function handle<S extends Schemas>(
   schemas: S,
   fn: (input: Input<S>, req: Request, res: Response) => unknown | Promise<unknown>,
+  doc: RouteDoc = {},
 ): RequestHandler {
-  return async (req: Request, res: Response, next: NextFunction) => {
+  return attachRouteMeta(async (req: Request, res: Response, next: NextFunction) => {
     // Now, while the router's baseUrl is this route's: an error passed to next() unwinds it.
     res.locals.routePattern = routePattern(req);
     try {
@@ -43,7 +46,7 @@ export function handle<S extends Schemas>(
     } catch (err) {
       next(err);
     }
-  };
+  }, { schemas, doc });
 }
 
 /** Whether a JSON text nests objects/arrays deeper than `max` (brackets inside strings do not count). */

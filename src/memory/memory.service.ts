@@ -16,6 +16,8 @@ import {
   type UpdateMemoryInput,
 } from './types';
 
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
 /** sha-256 of the text that gets embedded (content only, as the original). */
 export function contentHash(content: string): string {
   return crypto.createHash('sha256').update(content).digest('hex');
@@ -162,7 +164,7 @@ export class MemoryService {
       this.event(op === 'create' ? 'update' : op, existing, after, ctx);
       return { op: 'update', memory: after, contentChanged, reasserted: false };
     }
-    const id = crypto.randomUUID();
+    const id = input.id && UUID_RE.test(input.id) ? input.id.toLowerCase() : crypto.randomUUID();
     const rowId = this.repo.insert({
       id,
       apiKeyId: input.apiKeyId,

@@ -53,6 +53,8 @@ export interface MemoryEvent {
 }
 
 export interface CreateMemoryInput {
+  /** Used for a new row when it is a UUID (a fallback copy keeps its primary's id); otherwise one is minted. */
+  id?: string;
   apiKeyId: string;
   sessionId?: string | null;
   type: MemoryType;

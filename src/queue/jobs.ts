@@ -82,6 +82,12 @@ export const JOBS = {
     schema: z.strictObject({ memoryIds: z.array(z.uuid()).min(1).max(200) }),
     options: { attempts: 3, removeOnComplete: { age: 3600, count: 100 } },
   }),
+  'backend-sync': spec({
+    queue: 'maintenance',
+    // Brings one fallback backend's copy of one memory to the primary's current state (idempotent).
+    schema: z.strictObject({ backendId: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/), memoryId: z.string().min(1).max(256) }),
+    options: { attempts: 8, backoff: { type: 'exponential', delay: 2000, jitter: 0.5 } },
+  }),
 } as const satisfies Record<string, JobSpec>;
 
 export type JobName = keyof typeof JOBS;

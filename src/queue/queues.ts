@@ -131,6 +131,29 @@ export class QueueLayer {
     return { jobId: opts.jobId, queue, via: 'outbox', deduplicated: false };
   }
 
+  /**
+   * Adds a job that follows a change already committed to SQLite (after-commit hooks), in any
+   * role: when Redis cannot take it within the api's wait, it goes to the SQLite outbox (flushed by
+   * the api on reconnect and by every repair sweep) instead of being lost. For idempotent jobs:
+   * an add that times out yet lands later runs twice.
+   */
+  async enqueueAfterCommit<N extends JobName>(name: N, input: JobInput<N>): Promise<EnqueueResult> {
+    if (this.role === 'api') return this.enqueue(name, input);
+    const data = parsePayload(name, input);
+    const opts = jobOptions(name, data, `${name}-${crypto.randomUUID()}`);
+    const queue = JOBS[name].queue as QueueName;
+    if (this.isReady()) {
+      try {
+        const job = await withTimeout(this.queue(queue).add(name, data, opts), API_ADD_TIMEOUT_MS, `redis did not take the job within ${API_ADD_TIMEOUT_MS} ms`);
+        return { jobId: job.id ?? opts.jobId, queue, via: 'queue', deduplicated: false };
+      } catch (err) {
+        this.log.warn({ job: name, jobId: opts.jobId, err: { message: (err as Error).message } }, 'could not add job; stored in the outbox');
+      }
+    }
+    this.outbox.add(name, opts.jobId, data, nowIso());
+    return { jobId: opts.jobId, queue, via: 'outbox', deduplicated: false };
+  }
+
   /** Adds many jobs of one kind in one round trip (worker side: bulk fan-out); ids dedupe as usual. */
   async enqueueMany<N extends JobName>(name: N, inputs: JobInput<N>[]): Promise<number> {
     if (inputs.length === 0) return 0;

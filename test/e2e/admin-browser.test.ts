@@ -48,4 +48,21 @@ describe('the queue dashboard in a real browser', () => {
     expect(session).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: '/' });
     expect(session?.value).not.toBe(TEST_TOKEN);
   });
+
+  it('/docs renders the API reference from local files only (every other origin is blocked)', async () => {
+    const page = await browser.newPage();
+    const foreign: string[] = [];
+    await page.route('**/*', (route) => {
+      const u = new URL(route.request().url());
+      if (u.origin === base) return route.continue();
+      foreign.push(u.origin);
+      return route.abort();
+    });
+    await page.goto(`${base}/docs`);
+    // Swagger UI builds its page from /openapi.json: the API's title and a memory operation appear.
+    await page.getByText('/api/memory/{id}/history', { exact: true }).first().waitFor({ timeout: 20_000 });
+    await page.locator('.info .title').filter({ hasText: 'Engram' }).first().waitFor();
+    expect(await page.locator('.opblock').count()).toBeGreaterThan(25);
+    expect(foreign).toEqual([]);
+  });
 });

@@ -27,6 +27,7 @@ export function buildTestApi(env: Env = testEnv()): TestApi {
     async close() {
       await ctx.jobEvents.close();
       await ctx.retrieval.close?.();
+      await ctx.backends.shutdown();
       await ctx.queues.close();
       ctx.db.close();
     },

@@ -12,7 +12,19 @@ import { TEST_TOKEN, silentLog, testEnv } from '../helpers/env';
 import { concretePath, walkRoutes } from '../helpers/routes';
 
 /** Routes that are public on purpose (they reveal no memory data). */
-const PUBLIC = new Set(['GET /healthz', 'GET /readyz', 'GET /metrics', 'GET /admin/login', 'POST /admin/login', 'POST /admin/logout']);
+const PUBLIC = new Set([
+  'GET /healthz',
+  'GET /readyz',
+  'GET /metrics',
+  'GET /admin/login',
+  'POST /admin/login',
+  'POST /admin/logout',
+  // The API's description and its reference page (no data).
+  'GET /openapi.json',
+  'GET /docs',
+  'GET /docs/init.js',
+  'GET /docs/assets/:file',
+]);
 
 describe('auth', () => {
   let t: TestApi;
@@ -33,7 +45,8 @@ describe('auth', () => {
       const none = await request(t.app)[method](url).set('accept', 'application/json');
       expect({ route: `${r.method} ${r.path}`, status: none.status }).toEqual({ route: `${r.method} ${r.path}`, status: 401 });
       const wrong = await request(t.app)[method](url).set('authorization', 'Bearer wrong-token-wrong-token').set('accept', 'application/json');
-      const refused = r.path.startsWith('/v1/') ? 401 : 403;
+      // /v1 answers as OpenAI does and /mcp as MCP clients expect (a Bearer challenge): 401 for a wrong credential too.
+      const refused = r.path.startsWith('/v1/') || r.path === '/mcp' ? 401 : 403;
       expect({ route: `${r.method} ${r.path}`, status: wrong.status }).toEqual({ route: `${r.method} ${r.path}`, status: refused });
     }
     // Unknown /api paths do not reveal themselves without credentials either.

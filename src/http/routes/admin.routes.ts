@@ -9,8 +9,15 @@ import { safeEqual } from '../../auth/management-token';
 import type { AdminSessionService } from '../../auth/admin-sessions.service';
 import { MGMT_COOKIE, MGMT_COOKIE_PATH, clearSessionCookie, requireManagement } from '../auth';
 import { sendError } from '../error-handler';
+import { documented, type RouteDoc } from '../route-doc';
 
 const loginBody = z.object({ token: z.string().max(512).default(''), next: z.string().max(256).optional() });
+
+const LOGIN_DOC: RouteDoc = {
+  summary: 'Sign in with the management token (opens a server-side session, HttpOnly cookie)',
+  requestContentType: 'application/x-www-form-urlencoded',
+  responses: { 303: { description: 'Signed in: redirect to /admin/queues' }, 403: { description: 'Wrong token (the form again)', contentType: 'text/html' } },
+};
 
 function loginPage(message: string | null): string {
   return `<!doctype html>
@@ -35,13 +42,16 @@ export function adminRoutes(ctx: ApiContext, sessions: AdminSessionService): Rou
   const r = Router();
   r.use(cookieParser());
 
-  r.get('/login', (_req, res) => {
-    res.type('html').send(loginPage(null));
-  });
+  r.get(
+    '/login',
+    documented({ summary: 'Operators’ sign-in page', responses: { 200: { description: 'HTML form', contentType: 'text/html' } } }, (_req, res) => {
+      res.type('html').send(loginPage(null));
+    }),
+  );
 
   // The only body read before authentication: the login form itself, small.
   const loginParsers = [express.urlencoded({ extended: false, limit: '4kb' }), express.json({ limit: '4kb' })];
-  r.post('/login', ...loginParsers, (req, res) => {
+  r.post('/login', ...loginParsers, documented(LOGIN_DOC, (req, res) => {
     const body = loginBody.safeParse(req.body ?? {});
     const token = body.success ? body.data.token : '';
     if (!token || !safeEqual(token, ctx.managementToken)) {
@@ -53,14 +63,14 @@ export function adminRoutes(ctx: ApiContext, sessions: AdminSessionService): Rou
     // A cookie left at the old /admin path would be sent first and shadow this one.
     res.clearCookie(MGMT_COOKIE, { path: '/admin' });
     res.redirect(303, '/admin/queues');
-  });
+  }, { body: loginBody }));
 
-  r.post('/logout', (req, res) => {
+  r.post('/logout', documented({ summary: 'Sign out (the server-side session is revoked)', responses: { 303: { description: 'Redirect to the sign-in page' } } }, (req, res) => {
     // Server-side: a copy of the cookie is worthless from now on.
     sessions.revoke(req.cookies?.[MGMT_COOKIE] as string | undefined);
     clearSessionCookie(res);
     res.redirect(303, '/admin/login');
-  });
+  }));
 
   const board = new ExpressAdapter();
   board.setBasePath('/admin/queues');

@@ -160,6 +160,10 @@ export function jobsRoutes(ctx: ApiContext): Router {
         release();
         throw err;
       }
+    }, {
+      summary: 'Follow one job live (Server-Sent Events)',
+      description: 'Events: `state` (the job as GET describes it), `progress`, then `completed` or `failed`, after which the stream ends. A `: keep-alive` comment every 15 s.',
+      responses: { 200: { description: 'An event stream', contentType: 'text/event-stream', example: 'event: state\ndata: {"type":"state","job":{"id":"reindex-api-1","state":"active"}}\n\n' }, 404: { description: 'No such job' } },
     }),
   );
   return r;

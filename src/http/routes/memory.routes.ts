@@ -3,23 +3,25 @@ import { conflict, notFound } from '../../errors';
 import { listEmbeddingProviders } from '../../embedding/embedding.service';
 import { engineStatus } from '../../memory/engine-status';
 import type { ApiContext } from '../api-context';
+import { estimateTokens } from '../../memory/tokens';
 import { handle } from '../validate';
+import { memoryDocs } from './memory.docs';
 import { createBody, idParams, listQuery, previewBody, reindexBody, updateBody } from './memory.schema';
 
 /** /api/memory: the original's CRUD, list/filters/pagination/stats, health, history. */
 export function memoryRoutes(ctx: ApiContext): Router {
   const r = Router();
-  const { memory } = ctx;
+  const { memory, backends } = ctx;
 
   r.get(
     '/',
-    handle({ query: listQuery }, ({ query }) => {
+    handle({ query: listQuery }, async ({ query }) => {
       const limit = query.limit ?? 50;
       // offset wins over page, as in the original; page is then derived from it.
       const offset = query.offset ?? ((query.page ?? 1) - 1) * limit;
       const page = query.offset !== undefined ? Math.floor(offset / limit) + 1 : (query.page ?? 1);
       const filter = { apiKeyId: query.apiKeyId, type: query.type, sessionId: query.sessionId, q: query.q };
-      const result = memory.list(filter, limit, offset);
+      const result = await backends.list(filter, limit, offset);
       const cache = memory.cache.stats();
       return {
         data: result.data,
@@ -31,21 +33,21 @@ export function memoryRoutes(ctx: ApiContext): Router {
         stats: {
           total: result.total,
           byType: result.byType,
-          tokensUsed: memory.tokensUsedBy(filter),
+          tokensUsed: backends.primaryIsLocal() ? memory.tokensUsedBy(filter) : result.data.reduce((n, m) => n + estimateTokens(m.content), 0),
           hitRate: cache.hitRate,
           cacheStats: { hits: cache.hits, misses: cache.misses, size: cache.size },
         },
       };
-    }),
+    }, memoryDocs.list),
   );
 
   r.post(
     '/',
-    handle({ body: createBody }, ({ body }, _req, res) => {
-      const { memory: m, created } = memory.create(body, { source: 'api', requestId: res.locals.requestId });
+    handle({ body: createBody }, async ({ body }, _req, res) => {
+      const { memory: m, created } = await backends.create(body, { source: 'api', requestId: res.locals.requestId });
       res.status(created ? 201 : 200);
       return { success: true, id: m.id, created, memory: m };
-    }),
+    }, memoryDocs.create),
   );
 
   r.get(
@@ -59,7 +61,7 @@ export function memoryRoutes(ctx: ApiContext): Router {
         ctx.log.warn({ err }, 'memory health check failed');
         return { working: false, latencyMs: Math.round(performance.now() - started), error: 'memory store self-test failed' };
       }
-    }),
+    }, memoryDocs.health),
   );
 
   r.post(
@@ -97,7 +99,7 @@ export function memoryRoutes(ctx: ApiContext): Router {
         totalTokensUsed: result.totalTokens,
         budgetMaxTokens: result.budgetMaxTokens,
       };
-    }),
+    }, memoryDocs.preview),
   );
 
   r.post(
@@ -108,37 +110,43 @@ export function memoryRoutes(ctx: ApiContext): Router {
       if (r.existing) throw conflict('A reindex job is already running', { jobId: r.jobId });
       res.status(202);
       return { jobId: r.jobId, queue: r.queue, started: true, pending, via: r.via };
-    }),
+    }, memoryDocs.reindex),
   );
 
-  r.get('/engine-status', handle({}, () => engineStatus({ ...ctx, fts: ctx.db.db, vecError: ctx.db.vecError })));
+  // The configured backends (digest §8.1) and the health of every one of them.
+  r.get(
+    '/backends',
+    handle({}, async () => ({ ...backends.describe(), health: await backends.healthAll() }), memoryDocs.backends),
+  );
 
-  r.get('/embedding-providers', handle({}, () => ({ providers: listEmbeddingProviders(ctx.env) })));
+  r.get('/engine-status', handle({}, () => engineStatus({ ...ctx, fts: ctx.db.db, vecError: ctx.db.vecError }), memoryDocs.engineStatus));
+
+  r.get('/embedding-providers', handle({}, () => ({ providers: listEmbeddingProviders(ctx.env) }), memoryDocs.embeddingProviders));
 
   r.get(
     '/:id',
-    handle({ params: idParams }, ({ params }) => {
-      const m = memory.get(params.id);
+    handle({ params: idParams }, async ({ params }) => {
+      const m = await backends.get(params.id);
       if (!m) throw notFound('Memory');
       return { memory: m };
-    }),
+    }, memoryDocs.get),
   );
 
   r.put(
     '/:id',
-    handle({ params: idParams, body: updateBody }, ({ params, body }, _req, res) => {
-      const m = memory.update(params.id, body, { source: 'api', requestId: res.locals.requestId });
+    handle({ params: idParams, body: updateBody }, async ({ params, body }, _req, res) => {
+      const m = await backends.update(params.id, body, { source: 'api', requestId: res.locals.requestId });
       if (!m) throw notFound('Memory');
       return { success: true, memory: m };
-    }),
+    }, memoryDocs.update),
   );
 
   r.delete(
     '/:id',
-    handle({ params: idParams }, ({ params }, _req, res) => {
-      if (!memory.delete(params.id, { source: 'api', requestId: res.locals.requestId })) throw notFound('Memory');
+    handle({ params: idParams }, async ({ params }, _req, res) => {
+      if (!(await backends.delete(params.id, { source: 'api', requestId: res.locals.requestId }))) throw notFound('Memory');
       return { success: true };
-    }),
+    }, memoryDocs.delete),
   );
 
   r.get(
@@ -147,7 +155,7 @@ export function memoryRoutes(ctx: ApiContext): Router {
       const events = memory.history(params.id);
       if (events.length === 0) throw notFound('Memory');
       return { id: params.id, events };
-    }),
+    }, memoryDocs.history),
   );
 
   return r;

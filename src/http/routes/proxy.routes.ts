@@ -3,6 +3,7 @@ import { Router, type Request, type Response } from 'express';
 import type { ApiContext } from '../api-context';
 import { apiKeyOf } from '../auth';
 import { handle } from '../validate';
+import type { RouteDoc } from '../route-doc';
 import { lastUserText, responseText } from '../../memory/chat-text';
 import type { ChatRequest } from '../../memory/injection';
 import { applyMemory, enqueueExtraction, extractionPayload, memoryPlan, setMemoryHeaders } from '../../proxy/memory-phase';
@@ -46,6 +47,15 @@ async function callUpstream(ctx: ApiContext, res: Response, signal: AbortSignal,
     throw upstreamFailure(err);
   }
 }
+
+/** How /v1/chat/completions answers: JSON, or the upstream's SSE chunks when `stream` is true. */
+const CHAT_DOC: RouteDoc = {
+  summary: 'OpenAI-compatible chat completion, with memory injected and facts extracted afterwards',
+  description: 'Relayed to the configured upstream. With `stream: true` the answer is the upstream\'s Server-Sent Events, relayed as they arrive.',
+  responses: {
+    200: { description: 'A chat completion (JSON), or its chunks as Server-Sent Events when `stream` is true', contentType: ['application/json', 'text/event-stream'] },
+  },
+};
 
 /** The OpenAI-compatible gateway routes (chat proxy, models, memory inject/observe), mounted at /v1 behind an API key. */
 export function proxyRoutes(ctx: ApiContext): Router {
@@ -97,7 +107,7 @@ export function proxyRoutes(ctx: ApiContext): Router {
       if (!plan.on) return;
       const payload = extractionPayload({ apiKeyId, sessionId: plan.sessionId, messages: original.messages, assistantText, settings: plan.settings, requestId: chatId });
       if (payload) enqueueExtraction(ctx, payload, logRequestId);
-    }),
+    }, CHAT_DOC),
   );
 
   /** Relays a GET to the upstream as it answers (status, headers and body unchanged). */

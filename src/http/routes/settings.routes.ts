@@ -4,14 +4,18 @@ import { AppError } from '../../errors';
 import { memorySettingsUpdateSchema, type MemorySettings } from '../../memory/settings';
 import { OutboundUrlError, customEmbeddingsUrl } from '../../net/url-policy';
 import { handle } from '../validate';
+import { maskBackendConfigs, restoreMaskedSecrets } from '../../backends/factory';
 
 /** Fields that decide which vectors are built: changing one starts a reindex job (a no-op when the signature stays). */
 const EMBEDDING_FIELDS: (keyof MemorySettings)[] = ['embeddingSource', 'embeddingProviderModel', 'staticEnabled', 'transformersEnabled', 'customBaseUrl', 'customModelId'];
 
+/** Settings as responses show them: backend secrets masked. */
+const masked = (s: MemorySettings): MemorySettings => ({ ...s, backendConfigs: maskBackendConfigs(s.backendConfigs) });
+
 /** /api/settings/memory: the original's fields, defaults and clamps, stored under its keys. */
 export function settingsRoutes(ctx: ApiContext): Router {
   const r = Router();
-  r.get('/memory', handle({}, () => ctx.settings.memory()));
+  r.get('/memory', handle({}, () => masked(ctx.settings.memory())));
   r.put(
     '/memory',
     handle({ body: memorySettingsUpdateSchema }, async ({ body }) => {
@@ -32,11 +36,23 @@ export function settingsRoutes(ctx: ApiContext): Router {
         }
       }
       const before = ctx.settings.memory();
+      if (body.backendConfigs) body.backendConfigs = restoreMaskedSecrets(body.backendConfigs, before.backendConfigs);
+      if (body.primaryBackend !== undefined || body.fallbackBackends !== undefined || body.backendConfigs !== undefined) {
+        // A backend the settings name must be buildable (config, URL policy) before anything is stored.
+        const problems = ctx.backends.check({
+          primaryBackend: body.primaryBackend ?? before.primaryBackend,
+          fallbackBackends: body.fallbackBackends ?? before.fallbackBackends,
+          backendConfigs: body.backendConfigs ?? before.backendConfigs,
+        });
+        if (problems.length) {
+          throw new AppError(400, 'validation_failed', `Invalid body: ${problems.map((p) => `${p.path}: ${p.message}`).join('; ')}`, problems.map((p) => ({ ...p, code: 'invalid_backend' })));
+        }
+      }
       const after = ctx.settings.updateMemory(body);
       if (EMBEDDING_FIELDS.some((f) => JSON.stringify(before[f]) !== JSON.stringify(after[f]))) {
         await ctx.reindex.request('auto');
       }
-      return after;
+      return masked(after);
     }),
   );
   return r;

@@ -6,18 +6,28 @@ import { registerOutboxQuarantineGauge } from '../../queue/outbox-metrics';
 import { readWorkerMetrics } from '../../queue/worker-metrics';
 import { Gauge } from 'prom-client';
 import { RETRY_AFTER_SECONDS } from '../error-handler';
+import { documented, type RouteDoc } from '../route-doc';
 
 const STATES = ['waiting', 'active', 'delayed', 'failed', 'completed', 'paused', 'prioritized', 'waiting-children'] as const;
+
+const READYZ_DOC: RouteDoc = {
+  summary: 'Readiness: SQLite and Redis answer',
+  responses: { 200: { description: 'Ready; every check', example: { status: 'ready', checks: { sqlite: { ok: true, latencyMs: 0.05 }, redis: { ok: true, latencyMs: 0.3 } } } }, 503: { description: 'A dependency is down; which one is in `checks`' } },
+};
+const METRICS_DOC: RouteDoc = { summary: 'Prometheus metrics (api and workers)', responses: { 200: { description: 'Prometheus text exposition', contentType: 'text/plain' } } };
 
 /** Liveness, readiness and Prometheus metrics (no auth: they reveal no memory data). */
 export function systemRoutes(ctx: ApiContext, metrics: Metrics): Router {
   const r = Router();
 
-  r.get('/healthz', (_req, res) => {
-    res.json({ status: 'ok' });
-  });
+  r.get(
+    '/healthz',
+    documented({ summary: 'Liveness', responses: { 200: { description: 'The process serves requests', example: { status: 'ok' } } } }, (_req, res) => {
+      res.json({ status: 'ok' });
+    }),
+  );
 
-  r.get('/readyz', async (_req, res) => {
+  r.get('/readyz', documented(READYZ_DOC, async (_req, res) => {
     const checks: Record<string, { ok: boolean; error?: string; latencyMs?: number }> = {};
     const t0 = performance.now();
     try {
@@ -40,7 +50,7 @@ export function systemRoutes(ctx: ApiContext, metrics: Metrics): Router {
     const ok = checks.sqlite.ok && checks.redis.ok;
     if (!ok) res.setHeader('retry-after', String(RETRY_AFTER_SECONDS));
     res.status(ok ? 200 : 503).json({ status: ok ? 'ready' : 'not_ready', checks, outbox: ctx.queues.outboxCount() });
-  });
+  }));
 
   const depth = new Gauge({
     name: 'engram_queue_jobs',
@@ -67,7 +77,7 @@ export function systemRoutes(ctx: ApiContext, metrics: Metrics): Router {
   });
   registerOutboxQuarantineGauge(metrics.registry, ctx.queues);
 
-  r.get('/metrics', async (_req, res, next) => {
+  r.get('/metrics', documented(METRICS_DOC, async (_req, res, next) => {
     try {
       const snapshots = ctx.queues.isReady() ? await readWorkerMetrics(ctx.queues.connection, ctx.queues.prefix).catch(() => []) : [];
       const out = await metrics.exposition(snapshots);
@@ -76,6 +86,6 @@ export function systemRoutes(ctx: ApiContext, metrics: Metrics): Router {
     } catch (err) {
       next(err);
     }
-  });
+  }));
   return r;
 }
