@@ -6,6 +6,10 @@ import type { Logger } from './logger';
 import { MemoryReadCache } from './memory/read-cache';
 import { MemoryService } from './memory/memory.service';
 import { ReindexService } from './memory/reindex.service';
+import { ExportService } from './memory/export.service';
+import { ImportService } from './memory/import.service';
+import { SummarizeService } from './memory/summarize.service';
+import { LlmSummarizer } from './memory/summary-llm';
 import { SettingsService } from './memory/settings';
 import { QueueLayer } from './queue/queues';
 import type { RedisRole } from './queue/redis';
@@ -26,6 +30,9 @@ export interface Services extends Storage {
   queues: QueueLayer;
   embedding: EmbeddingService;
   reindex: ReindexService;
+  summarize: SummarizeService;
+  exporter: ExportService;
+  importer: ImportService;
 }
 
 /** Opens SQLite, applies migrations and builds the storage services; deleting a memory deletes its vector in the same transaction. */
@@ -50,5 +57,8 @@ export function openServices(env: Env, log: Logger, role: RedisRole, opts: { dbF
   const queues = new QueueLayer(env, log, storage.db.db, role);
   const embedding = new EmbeddingService(env, { log });
   const reindex = new ReindexService({ ...storage, embedding, queues, log });
-  return { env, log, ...storage, queues, embedding, reindex };
+  const summarize = new SummarizeService({ ...storage, reindex, log, llm: new LlmSummarizer(env) });
+  const exporter = new ExportService(storage.db.file, env.SQLITE_BUSY_TIMEOUT_MS);
+  const importer = new ImportService({ db: storage.db.db, dataDir: env.DATA_DIR, memory: storage.memory, queues, log, maxBytes: env.IMPORT_MAX_BYTES });
+  return { env, log, ...storage, queues, embedding, reindex, summarize, exporter, importer };
 }
