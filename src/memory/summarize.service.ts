@@ -4,7 +4,7 @@ import type { MemoryService } from './memory.service';
 import type { ReindexService } from './reindex.service';
 import type { SettingsService } from './settings';
 import type { LlmSummarizer } from './summary-llm';
-import { buildSummaryChunks, MIN_SUMMARY_BUDGET, summaryLine, type SummaryChunk } from './summary-text';
+import { buildCappedSummary, buildSummaryChunks, MIN_SUMMARY_BUDGET, summaryLine, type SummaryChunk } from './summary-text';
 import { estimateTokens } from './tokens';
 import { toPublic, type Memory, type MemoryRecord } from './types';
 
@@ -52,6 +52,8 @@ export interface CompactResult {
   tokensAfter: number;
   threshold: number;
   folded: number;
+  /** Memories still to fold (a run folds at most 1000; the next sweep goes on). */
+  remaining: number;
   summaryIds: string[];
   mode: 'rules' | 'llm' | 'mixed' | 'none';
   llmFallbackReason?: string;
@@ -70,6 +72,9 @@ export interface SummarizeFailpoints {
   /** Runs inside a summary's transaction right after the summary row was written, before its candidates are deleted. */
   afterSummaryWrite?: (summary: MemoryRecord, covered: string[]) => void;
 }
+
+/** One compaction run folds at most this many memories (one summary, one short transaction); the next run goes on. */
+const MAX_FOLD_PER_RUN = 1000;
 
 /** Marks summary rows so compaction never folds a summary into another. */
 const SUMMARY_KEY_PREFIX = 'summary:';
@@ -147,7 +152,9 @@ export class SummarizeService {
         out.candidates += rows.length;
         out.totalTokens += rows.reduce((n, r) => n + estimateTokens(r.content), 0);
         const header = (n: number) => `Summary of ${n} ${n === 1 ? 'memory' : 'memories'} older than ${req.olderThanDays} days:`;
-        const written = await this.fold(owner, req.sessionId || null, rows, budget, header, mode, hooks, { olderThanDays: req.olderThanDays });
+        const written = await this.fold(owner, req.sessionId || null, buildSummaryChunks(rows, budget, header), budget, header, mode, hooks, {
+          olderThanDays: req.olderThanDays,
+        });
         out.deletedCount += written.deleted;
         out.summaryIds.push(...written.summaryIds);
         written.modes.forEach((m) => modes.add(m));
@@ -168,7 +175,9 @@ export class SummarizeService {
   /**
    * The compact-memories job: when the key's memories exceed compactFactor × budget, keep the most
    * useful ones (most accessed, then most recent) up to (compactFactor − 1) budgets and fold the
-   * rest, oldest first, into summaries of at most one budget each (re-embedded like any write).
+   * rest, oldest first, into one summary of at most one budget (re-embedded like any write), so the
+   * tenant ends under its threshold. Lines that do not fit are named in the summary's covered ids;
+   * their text is in the history.
    */
   async compact(apiKeyId: string, hooks: SummarizeJobHooks): Promise<CompactResult> {
     const s = this.d.settings.memoryFresh();
@@ -176,7 +185,7 @@ export class SummarizeService {
     const threshold = s.compactFactor * budget;
     const rows = this.d.memory.byKeepPriority(apiKeyId);
     const tokensBefore = this.d.memory.tokensUsedBy({ apiKeyId });
-    const result: CompactResult = { apiKeyId, tokensBefore, tokensAfter: tokensBefore, threshold, folded: 0, summaryIds: [], mode: 'none' };
+    const result: CompactResult = { apiKeyId, tokensBefore, tokensAfter: tokensBefore, threshold, folded: 0, remaining: 0, summaryIds: [], mode: 'none' };
     if (tokensBefore <= threshold) return result;
     const keepBudget = (s.compactFactor - 1) * budget;
     let kept = 0;
@@ -187,13 +196,18 @@ export class SummarizeService {
       else fold.push(r);
     }
     fold.sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.rowId - b.rowId));
-    const header = (n: number) => `Summary of ${n} older, less used ${n === 1 ? 'memory' : 'memories'}:`;
-    const written = await this.fold(apiKeyId, null, fold, budget, header, s.summaryMode, hooks, { compacted: true });
+    const batch = fold.slice(0, MAX_FOLD_PER_RUN);
+    const header = (n: number, shown: number) =>
+      `Summary of ${n} older, less used ${n === 1 ? 'memory' : 'memories'}${shown < n ? ` (${shown} shown; every one is restorable from history)` : ''}:`;
+    const chunk = buildCappedSummary(batch, budget, header);
+    const written = await this.fold(apiKeyId, null, chunk ? [chunk] : [], budget, (n) => header(n, n), s.summaryMode, hooks, { compacted: true });
     await hooks.progress({ phase: 'compacting', done: written.deleted, total: fold.length });
+    const tokensAfter = this.d.memory.tokensUsedBy({ apiKeyId });
     return {
       ...result,
-      tokensAfter: this.d.memory.tokensUsedBy({ apiKeyId }),
+      tokensAfter,
       folded: written.deleted,
+      remaining: fold.length - batch.length,
       summaryIds: written.summaryIds,
       mode: written.modes.size === 2 ? 'mixed' : written.modes.has('llm') ? 'llm' : written.modes.has('rules') ? 'rules' : 'none',
       llmFallbackReason: written.llmFallbackReason,
@@ -217,14 +231,13 @@ export class SummarizeService {
   private async fold(
     apiKeyId: string,
     sessionId: string | null,
-    rows: MemoryRecord[],
+    chunks: SummaryChunk[],
     budget: number,
     header: (n: number) => string,
     mode: 'rules' | 'llm',
     hooks: SummarizeJobHooks,
     extraMetadata: Record<string, unknown>,
   ): Promise<{ deleted: number; summaryIds: string[]; modes: Set<'rules' | 'llm'>; llmFallbackReason?: string }> {
-    const chunks = buildSummaryChunks(rows, budget, header);
     const ctx = { source: 'summarize' as const, jobId: hooks.jobId };
     const summaryIds: string[] = [];
     const modes = new Set<'rules' | 'llm'>();

@@ -60,3 +60,30 @@ export function buildSummaryChunks(memories: MemoryRecord[], budgetTokens: numbe
   for (const c of chunks) if (estimateTokens(c.content) > Math.max(MIN_SUMMARY_BUDGET, budgetTokens)) throw new Error('summary chunk exceeds its budget');
   return chunks;
 }
+
+/** A compaction summary line: the first sentence only, at most 160 characters. */
+export function shortLine(m: Pick<MemoryRecord, 'type' | 'key' | 'content'>): string {
+  const line = summaryLine({ ...m, content: firstSentences(m.content, 1) });
+  return line.length <= 160 ? line : `${line.slice(0, 159)}…`;
+}
+
+/**
+ * One summary for all of `memories` that fits `budgetTokens` (compaction: the point is to shrink):
+ * a header, then short lines while they fit; the header says how many are shown, and the rest
+ * are named only in the covered list (their text is in the history).
+ */
+export function buildCappedSummary(memories: MemoryRecord[], budgetTokens: number, header: (count: number, shown: number) => string): SummaryChunk | null {
+  if (memories.length === 0) return null;
+  const maxChars = Math.max(MIN_SUMMARY_BUDGET, budgetTokens) * 4;
+  // The header is longest when it says that not all are shown.
+  const headerReserve = Math.max(header(memories.length, memories.length).length, header(memories.length, Math.max(0, memories.length - 1)).length);
+  const lines: string[] = [];
+  let chars = headerReserve;
+  for (const m of memories) {
+    const line = shortLine(m);
+    if (chars + 1 + line.length > maxChars) break;
+    lines.push(line);
+    chars += 1 + line.length;
+  }
+  return { content: `${header(memories.length, lines.length)}${lines.length ? `\n${lines.join('\n')}` : ''}`, covered: memories };
+}
