@@ -30,7 +30,7 @@ const mapping = z
 /** POST /api/memory/import?map=old=new&map=… (the body is the file itself). */
 export const importQuery = z.strictObject({
   map: z
-    .union([mapping, z.array(mapping).max(1000)])
+    .union([mapping.transform((m) => [m]), z.array(mapping).max(1000)])
     .optional()
-    .transform((m) => Object.fromEntries(m === undefined ? [] : Array.isArray(m) ? m : [m]) as Record<string, string>),
+    .transform((m) => Object.fromEntries(m ?? []) as Record<string, string>),
 });
