@@ -182,6 +182,8 @@ export class ImportService {
     result.total = await source.total();
     await hooks.progress({ phase: 'importing', done: 0, total: result.total, failed: 0 });
     const ctx = { source: 'import' as const, jobId: hooks.jobId };
+    // The embeddings of one batch are enqueued while the next batch is written (at most one enqueue in flight).
+    let enqueuing: Promise<void> = Promise.resolve();
     try {
       let batch: SourceItem[] = [];
       const flush = async () => {
@@ -208,7 +210,10 @@ export class ImportService {
           }
         });
         result.processed += items.length;
-        result.embedsQueued += await this.enqueueEmbeds(changes);
+        await enqueuing;
+        enqueuing = this.enqueueEmbeds(changes).then((n) => {
+          result.embedsQueued += n;
+        });
         await hooks.progress({ phase: 'importing', done: result.processed, total: result.total, failed: result.failed });
         await hooks.checkpoint();
       };
@@ -217,7 +222,9 @@ export class ImportService {
         if (batch.length >= BATCH) await flush();
       }
       await flush();
+      await enqueuing;
     } finally {
+      await enqueuing.catch(() => undefined);
       source.close();
       if (secrets.length) {
         // Secrets of keys made for unmapped owners: shown to no one over HTTP or in logs; the operator reads them on the host.
