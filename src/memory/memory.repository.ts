@@ -94,6 +94,9 @@ const COLS: Record<keyof Omit<RowPatch, 'updatedAt'>, string> = {
   needsReindex: 'needs_reindex',
 };
 
+/** Rows that are not summaries Engram wrote (their keys start with `summary:`). */
+const NOT_SUMMARY = "NOT (key IS NOT NULL AND substr(key, 1, 8) = 'summary:')";
+
 /** Escapes LIKE wildcards so `%` and `_` in a search are literal. */
 function likePattern(q: string): string {
   return `%${q.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
@@ -156,12 +159,16 @@ export class MemoryRepository {
     return Number(info.lastInsertRowid);
   }
 
-  /** Memories created before the cutoff, oldest first (summarize-older-than candidates of one key). */
+  /**
+   * Memories created before the cutoff, oldest first (summarize-older-than candidates of one key).
+   * Engram's own summaries (key `summary:…`) are left out: summarising a summary again would only
+   * truncate it further.
+   */
   createdBefore(apiKeyId: string, cutoffIso: string, sessionId?: string): MemoryRecord[] {
     const rows = (
       sessionId === undefined
-        ? this.stmt('SELECT * FROM memories WHERE api_key_id = ? AND created_at < ? ORDER BY created_at, memory_id').all(apiKeyId, cutoffIso)
-        : this.stmt('SELECT * FROM memories WHERE api_key_id = ? AND created_at < ? AND coalesce(session_id, \'\') = ? ORDER BY created_at, memory_id').all(apiKeyId, cutoffIso, sessionId)
+        ? this.stmt(`SELECT * FROM memories WHERE api_key_id = ? AND created_at < ? AND ${NOT_SUMMARY} ORDER BY created_at, memory_id`).all(apiKeyId, cutoffIso)
+        : this.stmt(`SELECT * FROM memories WHERE api_key_id = ? AND created_at < ? AND ${NOT_SUMMARY} AND coalesce(session_id, '') = ? ORDER BY created_at, memory_id`).all(apiKeyId, cutoffIso, sessionId)
     ) as Row[];
     return rows.map(rowToRecord);
   }
@@ -170,8 +177,8 @@ export class MemoryRepository {
   ownersCreatedBefore(cutoffIso: string, sessionId?: string): string[] {
     const rows = (
       sessionId === undefined
-        ? this.stmt('SELECT DISTINCT api_key_id FROM memories WHERE created_at < ? ORDER BY api_key_id').all(cutoffIso)
-        : this.stmt("SELECT DISTINCT api_key_id FROM memories WHERE created_at < ? AND coalesce(session_id, '') = ? ORDER BY api_key_id").all(cutoffIso, sessionId)
+        ? this.stmt(`SELECT DISTINCT api_key_id FROM memories WHERE created_at < ? AND ${NOT_SUMMARY} ORDER BY api_key_id`).all(cutoffIso)
+        : this.stmt(`SELECT DISTINCT api_key_id FROM memories WHERE created_at < ? AND ${NOT_SUMMARY} AND coalesce(session_id, '') = ? ORDER BY api_key_id`).all(cutoffIso, sessionId)
     ) as { api_key_id: string }[];
     return rows.map((r) => r.api_key_id);
   }
@@ -190,7 +197,7 @@ export class MemoryRepository {
   byKeepPriority(apiKeyId: string): MemoryRecord[] {
     return (
       this.stmt(
-        `SELECT * FROM memories WHERE api_key_id = ? AND NOT (key IS NOT NULL AND key LIKE 'summary:%')
+        `SELECT * FROM memories WHERE api_key_id = ? AND ${NOT_SUMMARY}
          ORDER BY access_count DESC, coalesce(last_accessed_at, updated_at) DESC, memory_id DESC`,
       ).all(apiKeyId) as Row[]
     ).map(rowToRecord);

@@ -190,6 +190,22 @@ describe('summarisation jobs', () => {
     }
   });
 
+  it('an earlier summary is not summarised again (it would only be truncated further)', async () => {
+    const old = seedAged(t, 'resum', 2, 100);
+    const first = await finished(t, (await request(t.app).post('/api/memory/summarize').set(t.auth).send({ apiKeyId: 'resum', olderThanDays: 30 })).body.jobId);
+    const [summaryId] = first.returnvalue.summaryIds;
+    // Age the summary through the store's import path (same id and key, older creation time).
+    const s = t.ctx.memory.get(summaryId)!;
+    const past = new Date(Date.now() - 90 * DAY).toISOString();
+    t.ctx.memory.delete(summaryId, { source: 'api' });
+    t.ctx.memory.transaction(() => t.ctx.memory.importInTx({ ...s, createdAt: past, updatedAt: past }, { source: 'api' }));
+    seedAged(t, 'resum', 1, 100);
+    const dry = await request(t.app).post('/api/memory/summarize').set(t.auth).send({ apiKeyId: 'resum', olderThanDays: 30, dryRun: true });
+    expect(dry.body.candidateCount).toBe(1);
+    expect(dry.body.candidates.map((m: { id: string }) => m.id)).not.toContain(summaryId);
+    expect(old.every((id) => t.ctx.memory.get(id) === null)).toBe(true);
+  });
+
   it('an empty run is a real run that found nothing (not reported as a dry run)', async () => {
     const res = await request(t.app).post('/api/memory/summarize').set(t.auth).send({ apiKeyId: 'nobody', olderThanDays: 30 });
     const job = await finished(t, res.body.jobId);
