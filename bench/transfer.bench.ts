@@ -6,7 +6,8 @@ import readline from 'node:readline';
 import { pipeline } from 'node:stream/promises';
 import { loadEnv, type Env } from '../src/config/env';
 import { contentHash } from '../src/memory/memory.service';
-import { openServices, openStorage } from '../src/services';
+import { ExportService } from '../src/memory/export.service';
+import { openStorage } from '../src/services';
 import { startWorker } from '../workers/main';
 import { silentLog, tempDir, testEnv, testPrefix } from '../test/helpers/env';
 
@@ -137,20 +138,20 @@ async function childBaseline(a: { dataDir: string; file: string }): Promise<Figu
   return { rows: n, seconds: Number(sec.toFixed(2)), rowsPerS: Math.round(n / sec), rssAtStartMb: rssBefore, peakRssMb: peakRssMb() };
 }
 
-/** Child: GET /api/memory/export's stream (ExportService) of every row into a file. */
+/** Child: the export stream (ExportService, what GET /api/memory/export and `engram export` send) of every row into a file, opened as `engram export` does. */
 async function childExport(a: { dataDir: string; apiKeyId: string; out: string }): Promise<Figures> {
   const env = childEnv(a.dataDir, testPrefix('bench-exp'));
-  const s = openServices(env, silentLog(), 'worker');
+  const storage = openStorage(env, silentLog());
+  const exporter = new ExportService(storage.db.file, env.SQLITE_BUSY_TIMEOUT_MS);
+  storage.db.close();
   const rssBefore = peakRssMb();
   let rows = 0;
   const t0 = performance.now();
   await pipeline(
-    s.exporter.stream({ apiKeyId: a.apiKeyId }, (n) => (rows = n)),
+    exporter.stream({ apiKeyId: a.apiKeyId }, (n) => (rows = n)),
     fs.createWriteStream(a.out),
   );
   const sec = (performance.now() - t0) / 1000;
-  await s.queues.close();
-  s.db.close();
   return { rows, seconds: Number(sec.toFixed(2)), rowsPerS: Math.round(rows / sec), fileMb: Math.round(fs.statSync(a.out).size / 1_048_576), rssAtStartMb: rssBefore, peakRssMb: peakRssMb() };
 }
 

@@ -30,7 +30,7 @@ export class ExportService {
    */
   stream(f: ExportFilter, onRows?: (n: number) => void): Readable {
     const repo = new ExportRepository(this.dbFile, this.busyTimeoutMs);
-    const it = repo.rows(f);
+    const it = repo.lines(f);
     let sent = 0;
     let released = false;
     const release = () => {
@@ -54,7 +54,7 @@ export class ExportService {
               this.push(null);
               return;
             }
-            buf += `${JSON.stringify(next.value)}\n`;
+            buf += next.value;
             n++;
             if (buf.length >= CHUNK_BYTES) break;
           }
