@@ -5,11 +5,12 @@ import path from 'node:path';
 import readline from 'node:readline';
 import { pipeline } from 'node:stream/promises';
 import { loadEnv, type Env } from '../src/config/env';
-import { contentHash } from '../src/memory/memory.service';
 import { ExportService } from '../src/memory/export.service';
-import { openStorage } from '../src/services';
-import { startWorker } from '../workers/main';
 import { silentLog, tempDir, testEnv, testPrefix } from '../test/helpers/env';
+
+// The services and the worker are loaded only by the children that use them, so the export child's
+// peak RSS is the export's, not that of modules it never runs (embedding sources, BullMQ, …).
+const services = () => import('../src/services');
 
 /**
  * Import/export at scale (issue #12): the import-memories job over a 50,000-line NDJSON upload
@@ -77,6 +78,7 @@ function childEnv(dataDir: string, prefix: string): Env {
 /** Child: the import-memories job, through a real BullMQ worker in this process (only the import queue served). */
 async function childImport(a: { dataDir: string; prefix: string; file: string }): Promise<Figures> {
   const env = childEnv(a.dataDir, a.prefix);
+  const { startWorker } = await import('../workers/main');
   const w = await startWorker(env, silentLog());
   const rssBefore = peakRssMb();
   try {
@@ -111,6 +113,8 @@ async function childImport(a: { dataDir: string; prefix: string; file: string })
 /** Child: the plain baseline — readline, JSON.parse and bare INSERTs in transactions of 500, nothing else. */
 async function childBaseline(a: { dataDir: string; file: string }): Promise<Figures> {
   const env = childEnv(a.dataDir, testPrefix('bench-base'));
+  const { openStorage } = await services();
+  const { contentHash } = await import('../src/memory/memory.service');
   const s = openStorage(env, silentLog());
   const rssBefore = peakRssMb();
   const ins = s.db.db.prepare(
@@ -138,12 +142,9 @@ async function childBaseline(a: { dataDir: string; file: string }): Promise<Figu
   return { rows: n, seconds: Number(sec.toFixed(2)), rowsPerS: Math.round(n / sec), rssAtStartMb: rssBefore, peakRssMb: peakRssMb() };
 }
 
-/** Child: the export stream (ExportService, what GET /api/memory/export and `engram export` send) of every row into a file, opened as `engram export` does. */
+/** Child: the export stream (ExportService: what GET /api/memory/export and `engram export` send) of every row into a file, in a process that loads nothing else. */
 async function childExport(a: { dataDir: string; apiKeyId: string; out: string }): Promise<Figures> {
-  const env = childEnv(a.dataDir, testPrefix('bench-exp'));
-  const storage = openStorage(env, silentLog());
-  const exporter = new ExportService(storage.db.file, env.SQLITE_BUSY_TIMEOUT_MS);
-  storage.db.close();
+  const exporter = new ExportService(path.join(a.dataDir, 'engram.db'), 5000);
   const rssBefore = peakRssMb();
   let rows = 0;
   const t0 = performance.now();
@@ -157,20 +158,21 @@ async function childExport(a: { dataDir: string; apiKeyId: string; out: string }
 
 /** Child: the naive export — every row loaded with .all(), then written. */
 async function childNaiveExport(a: { dataDir: string; apiKeyId: string; out: string }): Promise<Figures> {
-  const env = childEnv(a.dataDir, testPrefix('bench-naive'));
-  const s = openStorage(env, silentLog());
+  const Database = (await import('better-sqlite3')).default;
+  const db = new Database(path.join(a.dataDir, 'engram.db'), { readonly: true });
   const rssBefore = peakRssMb();
   const t0 = performance.now();
-  const all = s.db.db.prepare('SELECT * FROM memories WHERE api_key_id = ? ORDER BY memory_id').all(a.apiKeyId);
+  const all = db.prepare('SELECT * FROM memories WHERE api_key_id = ? ORDER BY memory_id').all(a.apiKeyId);
   fs.writeFileSync(a.out, all.map((r) => JSON.stringify(r)).join('\n'));
   const sec = (performance.now() - t0) / 1000;
-  s.db.close();
+  db.close();
   return { rows: all.length, seconds: Number(sec.toFixed(2)), rowsPerS: Math.round(all.length / sec), rssAtStartMb: rssBefore, peakRssMb: peakRssMb() };
 }
 
 /** Seeds the export data dir: 200k rows of one key through the import path of the store (history included), in transactions of 5,000. */
-function seedExport(dataDir: string, apiKeyId: string): void {
+async function seedExport(dataDir: string, apiKeyId: string): Promise<void> {
   const env = childEnv(dataDir, testPrefix('bench-seed'));
+  const { openStorage } = await services();
   const s = openStorage(env, silentLog());
   for (let i = 0; i < EXPORT_ROWS; i += 5000) {
     s.memory.transaction(() => {
@@ -198,7 +200,7 @@ export async function runTransferBench(): Promise<void> {
 
   const expDir = path.join(dir, 'export');
   const t0 = performance.now();
-  seedExport(expDir, 'bench-export');
+  await seedExport(expDir, 'bench-export');
   console.log(`seeded ${EXPORT_ROWS} rows for the export in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   const exp = await child('export', { dataDir: expDir, apiKeyId: 'bench-export', out: path.join(dir, 'export.ndjson') });
   const naive = await child('naive-export', { dataDir: expDir, apiKeyId: 'bench-export', out: path.join(dir, 'naive.ndjson') });

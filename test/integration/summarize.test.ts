@@ -108,6 +108,9 @@ describe('summarisation jobs', () => {
     const first = t.ctx.memory.findFresh(summary.id)!.content.split('\n')[1];
     expect(first).toMatch(/^\[factual\] dry-a-fact-\d+: dry-a fact number \d+\. It was said long ago! Another sentence\?$/);
     for (const id of old) expect(t.ctx.memory.get(id)).toBeNull();
+    // The summary is embedded like any write.
+    const rec = t.ctx.memory.findFresh(summary.id)!;
+    expect(await t.ctx.queues.queue('embedding').getJob(`embed-${rec.id}-${rec.contentHash.slice(0, 8)}`)).toBeTruthy();
   });
 
   it('never merges tenants: a run over every key writes one summary per key, each with its own memories only', async () => {
@@ -210,6 +213,16 @@ describe('summarisation jobs', () => {
     const res = await request(t.app).post('/api/memory/summarize').set(t.auth).send({ apiKeyId: 'nobody', olderThanDays: 30 });
     const job = await finished(t, res.body.jobId);
     expect(job.returnvalue).toMatchObject({ candidates: 0, deletedCount: 0, summaryIds: [], dryRun: false });
+  });
+
+  it('the settings take autoSummarize, compactFactor, summaryMode and summaryModel under the original-style keys', async () => {
+    const put = await request(t.app).put('/api/settings/memory').set(t.auth).send({ autoSummarize: true, compactFactor: 3, summaryMode: 'llm', summaryModel: 'small-model' });
+    expect(put.status).toBe(200);
+    expect(put.body).toMatchObject({ autoSummarize: true, compactFactor: 3, summaryMode: 'llm', summaryModel: 'small-model' });
+    expect(t.ctx.settings.raw()).toMatchObject({ memoryAutoSummarize: true, memoryCompactFactor: 3, memorySummaryMode: 'llm', memorySummaryModel: 'small-model' });
+    const bad = await request(t.app).put('/api/settings/memory').set(t.auth).send({ compactFactor: 1 });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.details[0].path).toBe('body.compactFactor');
   });
 
   it('rejects invalid input with the zod path and changes nothing', async () => {
