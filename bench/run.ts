@@ -6,6 +6,7 @@ import { runQualityBench } from './quality.bench';
 import { runRetrievalBench } from './retrieval.bench';
 import { runRrfWeightBench } from './rrf-weights.bench';
 import { runVectorBench } from './vector.bench';
+import { runTransferBench } from './transfer.bench';
 
 interface Bench {
   name: string;
@@ -23,6 +24,7 @@ export const BENCHES: Bench[] = [
   { name: 'quality', title: 'Retrieval quality on labelled chat sets vs BM25 / cosine / RRF references (issue #10)', run: runQualityBench },
   { name: 'jobs', title: 'Worker throughput and repair-sweep', run: runJobsBench },
   { name: 'proxy', title: 'Chat proxy added latency', run: runProxyBench },
+  { name: 'transfer', title: 'Import (50k NDJSON rows, worker job) and export (200k rows): rows/s and peak RSS', run: runTransferBench },
 ];
 
 /** Runs the named benches (all when none are named) in sequence, each under a heading; figures are printed, never asserted. Arguments starting with `--` are options a bench reads itself (e.g. `quality --sets=gen-na`). */

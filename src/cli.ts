@@ -3,13 +3,15 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
 import { Command } from 'commander';
 import pino from 'pino';
 import { SingleBar, Presets } from 'cli-progress';
 import { ApiKeyService } from './auth/api-keys.service';
 import { resolveManagementToken } from './auth/management-token';
 import { EnvError, loadEnv, redisUrl, type Env } from './config/env';
-import { openStorage } from './services';
+import { openServices, openStorage } from './services';
+import { ExportService } from './memory/export.service';
 import { openDatabase } from './db/connection';
 import { migrate } from './db/migrate';
 import { createLogger } from './logger';
@@ -229,6 +231,46 @@ const jobs = program
       s.db.close();
     }
   });
+/** Follows one job with a progress bar (on stderr) until it ends; exits 0 when it completed, 1 when it failed. */
+async function watchJob(queue: QueueName, id: string, describe: (result: unknown) => string = (r) => `completed: ${JSON.stringify(r)}`): Promise<void> {
+  const e = env();
+  const log = createLogger('silent');
+  const s = openStorage(e, log);
+  const q = new QueueLayer(e, log, s.db.db, 'worker');
+  const hub = new JobEventsHub(e, log);
+  const bar = new SingleBar({ format: ' {bar} {percentage}% | {value}/{total} | {phase}', hideCursor: true, stream: process.stderr }, Presets.shades_classic);
+  let started = false;
+  const show = (p: unknown) => {
+    const o = (typeof p === 'object' && p ? p : { done: Number(p) || 0, total: 100 }) as { done?: number; total?: number; phase?: string };
+    const total = Math.max(1, o.total ?? 100);
+    if (!started) {
+      bar.start(total, o.done ?? 0, { phase: o.phase ?? '' });
+      started = true;
+    }
+    bar.setTotal(total);
+    bar.update(o.done ?? 0, { phase: o.phase ?? '' });
+  };
+  const finish = async (code: number, msg: string) => {
+    if (started) bar.stop();
+    (code === 0 ? console.log : console.error)(msg);
+    await hub.close();
+    await q.close();
+    s.db.close();
+    process.exit(code);
+  };
+  await hub.subscribe(queue, id, (ev) => {
+    if (ev.type === 'progress') show(ev.data);
+    else if (ev.type === 'completed') void finish(0, describe(ev.returnvalue));
+    else void finish(1, `failed: ${ev.failedReason}`);
+  });
+  const job = await q.queue(queue).getJob(id);
+  if (!job) return finish(1, `no job ${id} on ${queue}`);
+  const state = await job.getState();
+  if (state === 'completed') return finish(0, describe(job.returnvalue));
+  if (state === 'failed') return finish(1, `failed: ${job.failedReason}`);
+  show(job.progress);
+}
+
 jobs
   .command('watch')
   .argument('<queue>', QUEUE_NAMES.join('|'))
@@ -239,42 +281,72 @@ jobs
       console.error(`unknown queue ${queue}; expected ${QUEUE_NAMES.join(', ')}`);
       process.exit(2);
     }
+    await watchJob(queue as QueueName, id);
+  });
+
+program
+  .command('export')
+  .description("write one API key's memories as NDJSON (stdout, or --out), with a progress bar on stderr")
+  .requiredOption('--key <apiKeyId>', 'the API key id whose memories to export')
+  .option('--session <sessionId>', 'only this session')
+  .option('--out <file>', 'write to this file instead of stdout')
+  .action(async (opts: { key: string; session?: string; out?: string }) => {
+    const e = env();
+    const s = openStorage(e, createLogger('silent'));
+    const exporter = new ExportService(s.db.file, e.SQLITE_BUSY_TIMEOUT_MS);
+    s.db.close();
+    const filter = { apiKeyId: opts.key, sessionId: opts.session };
+    const total = exporter.count(filter);
+    const bar = new SingleBar({ format: ' {bar} {percentage}% | {value}/{total} memories', hideCursor: true, stream: process.stderr }, Presets.shades_classic);
+    bar.start(total, 0);
+    const out = opts.out ? fs.createWriteStream(opts.out, { mode: 0o600 }) : process.stdout;
+    try {
+      await pipeline(
+        exporter.stream(filter, (n) => bar.update(n)),
+        out,
+      );
+    } finally {
+      bar.stop();
+    }
+    console.error(`exported ${total} memories of ${opts.key}${opts.out ? ` to ${opts.out}` : ''}`);
+  });
+
+program
+  .command('import')
+  .description('import an Engram NDJSON export or an original-product database file (a worker does the work; its progress is shown)')
+  .argument('<file>', 'the .ndjson export or the SQLite database file')
+  .option('--map <old=new...>', 'owner id in the file → Engram API key id (repeatable)', (v: string, prev: string[] = []) => [...prev, v])
+  .action(async (file: string, opts: { map?: string[] }) => {
+    const keyMap: Record<string, string> = {};
+    for (const m of opts.map ?? []) {
+      const i = m.indexOf('=');
+      if (i < 0 || i === m.length - 1) {
+        console.error(`--map expects old=new, got ${JSON.stringify(m)}`);
+        process.exit(2);
+      }
+      keyMap[m.slice(0, i)] = m.slice(i + 1);
+    }
     const e = env();
     const log = createLogger('silent');
-    const s = openStorage(e, log);
-    const q = new QueueLayer(e, log, s.db.db, 'worker');
-    const hub = new JobEventsHub(e, log);
-    const bar = new SingleBar({ format: ' {bar} {percentage}% | {value}/{total} | {phase}', hideCursor: true }, Presets.shades_classic);
-    let started = false;
-    const show = (p: unknown) => {
-      const o = (typeof p === 'object' && p ? p : { done: Number(p) || 0, total: 100 }) as { done?: number; total?: number; phase?: string };
-      const total = Math.max(1, o.total ?? 100);
-      if (!started) {
-        bar.start(total, o.done ?? 0, { phase: o.phase ?? '' });
-        started = true;
-      }
-      bar.setTotal(total);
-      bar.update(o.done ?? 0, { phase: o.phase ?? '' });
-    };
-    const finish = async (code: number, msg: string) => {
-      if (started) bar.stop();
-      console.log(msg);
-      await hub.close();
-      await q.close();
+    const s = openServices(e, log, 'worker');
+    let jobId: string;
+    try {
+      const size = fs.statSync(file).size;
+      const upload = await s.importer.storeUpload(fs.createReadStream(file), size);
+      const job = await s.queues.enqueue('import-memories', { uploadId: upload.uploadId, format: upload.format, keyMap });
+      jobId = job.jobId;
+      console.error(`uploaded ${upload.bytes} bytes (${upload.format}); job ${job.jobId} on queue import`);
+    } finally {
+      await s.queues.close();
       s.db.close();
-      process.exit(code);
-    };
-    await hub.subscribe(queue as QueueName, id, (ev) => {
-      if (ev.type === 'progress') show(ev.data);
-      else if (ev.type === 'completed') void finish(0, `completed: ${JSON.stringify(ev.returnvalue)}`);
-      else void finish(1, `failed: ${ev.failedReason}`);
+    }
+    await watchJob('import', jobId, (r) => {
+      const x = r as { created: number; updated: number; unchanged: number; failed: number; errors: { line: number; error: string }[]; keysFile: string | null };
+      const lines = [`imported: ${x.created} created, ${x.updated} updated, ${x.unchanged} unchanged, ${x.failed} failed`];
+      for (const err of x.errors.slice(0, 20)) lines.push(`  line ${err.line}: ${err.error}`);
+      if (x.keysFile) lines.push(`new API keys for unmapped owners (secrets): ${x.keysFile}`);
+      return lines.join('\n');
     });
-    const job = await q.queue(queue as QueueName).getJob(id);
-    if (!job) return finish(1, `no job ${id} on ${queue}`);
-    const state = await job.getState();
-    if (state === 'completed') return finish(0, `completed: ${JSON.stringify(job.returnvalue)}`);
-    if (state === 'failed') return finish(1, `failed: ${job.failedReason}`);
-    show(job.progress);
   });
 
 program.parseAsync(process.argv).catch((err) => {

@@ -7,6 +7,10 @@ import type { Logger } from './logger';
 import { MemoryReadCache } from './memory/read-cache';
 import { MemoryService } from './memory/memory.service';
 import { ReindexService } from './memory/reindex.service';
+import { ExportService } from './memory/export.service';
+import { ImportService } from './memory/import.service';
+import { SummarizeService } from './memory/summarize.service';
+import { LlmSummarizer } from './memory/summary-llm';
 import { SettingsService } from './memory/settings';
 import { QueueLayer } from './queue/queues';
 import { outboundPolicyFromEnv } from './net/url-policy';
@@ -30,6 +34,9 @@ export interface Services extends Storage {
   reindex: ReindexService;
   /** Memory backends (primary/fallbacks from settings): the REST routes and MCP tools go through it. */
   backends: BackendManager;
+  summarize: SummarizeService;
+  exporter: ExportService;
+  importer: ImportService;
 }
 
 /** Opens SQLite, applies migrations and builds the storage services; deleting a memory deletes its vector in the same transaction. */
@@ -55,5 +62,8 @@ export function openServices(env: Env, log: Logger, role: RedisRole, opts: { dbF
   const embedding = new EmbeddingService(env, { log });
   const reindex = new ReindexService({ ...storage, embedding, queues, log });
   const backends = new BackendManager({ memory: storage.memory, settings: storage.settings, queues, policy: outboundPolicyFromEnv(env), log });
-  return { env, log, ...storage, queues, embedding, reindex, backends };
+  const summarize = new SummarizeService({ ...storage, reindex, log, llm: new LlmSummarizer(env) });
+  const exporter = new ExportService(storage.db.file, env.SQLITE_BUSY_TIMEOUT_MS);
+  const importer = new ImportService({ db: storage.db.db, dataDir: env.DATA_DIR, memory: storage.memory, queues, log, maxBytes: env.IMPORT_MAX_BYTES });
+  return { env, log, ...storage, queues, embedding, reindex, backends, summarize, exporter, importer };
 }

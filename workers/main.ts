@@ -15,7 +15,7 @@ import type { Registry, WorkerContext } from './context';
 import { createProcessor, type StopFlag } from './dispatch';
 import { registry as defaultRegistry } from './registry';
 
-const DEFAULT_CONCURRENCY: Record<QueueName, number> = { maintenance: 1, extraction: 4, embedding: 2, reindex: 1 };
+const DEFAULT_CONCURRENCY: Record<QueueName, number> = { maintenance: 1, extraction: 4, embedding: 2, reindex: 1, summarize: 1, import: 1 };
 
 export interface RunningWorker {
   ctx: WorkerContext;
@@ -141,6 +141,7 @@ export async function startWorker(env: Env, log: Logger, opts: { handlers?: Regi
     })
     .add('embedding', () => ctx.embedding.close())
     .add('backends', () => ctx.backends.shutdown())
+    .add('summarizer', () => ctx.summarize.close())
     .add('queues', () => queues.close())
     .add('sqlite', () => ctx.db.close());
 

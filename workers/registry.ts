@@ -6,6 +6,10 @@ import { extractFacts } from './handlers/extract-facts.handler';
 import { recordAccess } from './handlers/record-access.handler';
 import { reindex } from './handlers/reindex.handler';
 import { repairSweep } from './handlers/repair-sweep.handler';
+import { autoCompact } from './handlers/auto-compact.handler';
+import { compactMemories } from './handlers/compact-memories.handler';
+import { importMemories } from './handlers/import-memories.handler';
+import { summarizeOlderThan } from './handlers/summarize-older-than.handler';
 
 /** Every job of src/queue/jobs.ts → its handler. Adding a job to the map without one here does not compile. */
 export const registry: Registry = {
@@ -16,4 +20,8 @@ export const registry: Registry = {
   reindex,
   'record-access': recordAccess,
   'backend-sync': backendSync,
+  'summarize-older-than': summarizeOlderThan,
+  'compact-memories': compactMemories,
+  'auto-compact': autoCompact,
+  'import-memories': importMemories,
 };

@@ -119,6 +119,14 @@ export const envSchema = z.object({
   /** A self-hosted Cohere/Jina-style reranker (settings: rerankProviderModel `custom/<model>`). */
   MEMORY_RERANK_CUSTOM_BASE_URL: optionalString.pipe(z.url({ protocol: /^https?$/, error: 'expected an http(s) URL' }).optional()),
   MEMORY_RERANK_CUSTOM_API_KEY: optionalString,
+
+  // Summarisation, export and import (issue #12).
+  /** Largest upload POST /api/memory/import accepts (bytes); larger → 413 and nothing stored. */
+  IMPORT_MAX_BYTES: int(256 * 1_048_576, 1024, 16 * 1_073_741_824),
+  /** How often the auto-compaction sweep runs (settings autoSummarize decides whether it does anything); 0 = off. */
+  COMPACT_EVERY_MS: z.coerce.number().int().refine((n) => n === 0 || (n >= 1000 && n <= 86_400_000), 'expected 0 (off) or 1000-86400000').default(3_600_000),
+  /** Timeout of one summary request to the upstream (summaryMode "llm"); on timeout the rule-based text is used. */
+  SUMMARY_LLM_TIMEOUT_MS: int(30_000, 100, 600_000),
 });
 
 export type Env = z.infer<typeof envSchema>;

@@ -13,6 +13,7 @@ import { jobsRoutes } from './routes/jobs.routes';
 import { keysRoutes } from './routes/keys.routes';
 import { mcpRoutes } from './routes/mcp.routes';
 import { memoryRoutes } from './routes/memory.routes';
+import { memoryTransferRoutes } from './routes/memory-transfer.routes';
 import { settingsRoutes } from './routes/settings.routes';
 import { systemRoutes } from './routes/system.routes';
 import { jsonBody, routePattern } from './validate';
@@ -80,6 +81,8 @@ export function createApp(ctx: ApiContext, metrics: Metrics): Express {
     jsonBody({ limit: ctx.env.BODY_LIMIT_BYTES, maxDepth: API_MAX_JSON_DEPTH }),
     express.urlencoded({ extended: false, limit: '16kb' }),
   );
+  // Before the CRUD router: /export, /summarize, /import are not memory ids.
+  mount(app, '/api/memory', memoryTransferRoutes(ctx));
   mount(app, '/api/memory', memoryRoutes(ctx));
   mount(app, '/api/settings', settingsRoutes(ctx));
   mount(app, '/api/keys', keysRoutes(ctx));

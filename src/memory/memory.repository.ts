@@ -64,6 +64,13 @@ export interface NewRow {
   contentHash: string;
 }
 
+/** A row with every field given (import, restore): id and timestamps are kept as they were. */
+export interface FullRow extends NewRow {
+  updatedAt: string;
+  accessCount: number;
+  lastAccessedAt: string | null;
+}
+
 export interface RowPatch {
   sessionId?: string | null;
   type?: MemoryType;
@@ -86,6 +93,9 @@ const COLS: Record<keyof Omit<RowPatch, 'updatedAt'>, string> = {
   contentHash: 'content_hash',
   needsReindex: 'needs_reindex',
 };
+
+/** Rows that are not summaries Engram wrote (their keys start with `summary:`). */
+const NOT_SUMMARY = "NOT (key IS NOT NULL AND substr(key, 1, 8) = 'summary:')";
 
 /** Escapes LIKE wildcards so `%` and `_` in a search are literal. */
 function likePattern(q: string): string {
@@ -137,6 +147,60 @@ export class MemoryRepository {
       )
       .run(r.id, r.apiKeyId, r.sessionId, r.type, r.key, r.content, JSON.stringify(r.metadata), r.createdAt, r.createdAt, r.expiresAt, r.contentHash);
     return Number(info.lastInsertRowid);
+  }
+
+  /** Inserts a row keeping its id, timestamps and access counters (needs_reindex set: it gets embedded). */
+  insertFull(r: FullRow): number {
+    const info = this.stmt(
+        `INSERT INTO memories (id, api_key_id, session_id, type, key, content, metadata, created_at, updated_at, expires_at, content_hash, needs_reindex, access_count, last_accessed_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`,
+      )
+      .run(r.id, r.apiKeyId, r.sessionId, r.type, r.key, r.content, JSON.stringify(r.metadata), r.createdAt, r.updatedAt, r.expiresAt, r.contentHash, r.accessCount, r.lastAccessedAt);
+    return Number(info.lastInsertRowid);
+  }
+
+  /**
+   * Memories created before the cutoff, oldest first (summarize-older-than candidates of one key).
+   * Engram's own summaries (key `summary:…`) are left out: summarising a summary again would only
+   * truncate it further.
+   */
+  createdBefore(apiKeyId: string, cutoffIso: string, sessionId?: string): MemoryRecord[] {
+    const rows = (
+      sessionId === undefined
+        ? this.stmt(`SELECT * FROM memories WHERE api_key_id = ? AND created_at < ? AND ${NOT_SUMMARY} ORDER BY created_at, memory_id`).all(apiKeyId, cutoffIso)
+        : this.stmt(`SELECT * FROM memories WHERE api_key_id = ? AND created_at < ? AND ${NOT_SUMMARY} AND coalesce(session_id, '') = ? ORDER BY created_at, memory_id`).all(apiKeyId, cutoffIso, sessionId)
+    ) as Row[];
+    return rows.map(rowToRecord);
+  }
+
+  /** The API keys that own memories created before the cutoff (optionally in one session). */
+  ownersCreatedBefore(cutoffIso: string, sessionId?: string): string[] {
+    const rows = (
+      sessionId === undefined
+        ? this.stmt(`SELECT DISTINCT api_key_id FROM memories WHERE created_at < ? AND ${NOT_SUMMARY} ORDER BY api_key_id`).all(cutoffIso)
+        : this.stmt(`SELECT DISTINCT api_key_id FROM memories WHERE created_at < ? AND ${NOT_SUMMARY} AND coalesce(session_id, '') = ? ORDER BY api_key_id`).all(cutoffIso, sessionId)
+    ) as { api_key_id: string }[];
+    return rows.map((r) => r.api_key_id);
+  }
+
+  /** API keys whose memories' token footprint exceeds the threshold. */
+  ownersOverTokens(threshold: number): { apiKeyId: string; tokens: number }[] {
+    return (
+      this.stmt('SELECT api_key_id, SUM((LENGTH(content) + 3) / 4) AS t FROM memories GROUP BY api_key_id HAVING t > ? ORDER BY api_key_id').all(threshold) as {
+        api_key_id: string;
+        t: number;
+      }[]
+    ).map((r) => ({ apiKeyId: r.api_key_id, tokens: r.t }));
+  }
+
+  /** A key's memories, most worth keeping first (most accessed, then most recently used or created). Summaries are left out. */
+  byKeepPriority(apiKeyId: string): MemoryRecord[] {
+    return (
+      this.stmt(
+        `SELECT * FROM memories WHERE api_key_id = ? AND ${NOT_SUMMARY}
+         ORDER BY access_count DESC, coalesce(last_accessed_at, updated_at) DESC, memory_id DESC`,
+      ).all(apiKeyId) as Row[]
+    ).map(rowToRecord);
   }
 
   update(rowId: number, p: RowPatch): void {

@@ -17,6 +17,11 @@ import {
 } from './types';
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** One memory as an import brings it: every public field, already validated and normalised. */
+export type ImportRecord = Memory;
+
+/** A record that cannot be imported (reported with its line; the rest of the file goes on). */
+export class ImportRecordError extends Error {}
 
 /** sha-256 of the text that gets embedded (content only, as the original). */
 export function contentHash(content: string): string {
@@ -295,6 +300,147 @@ export class MemoryService {
       .immediate();
     this.commit(changes);
     return changes.length;
+  }
+
+  /**
+   * Runs `fn` in one immediate transaction (a throw rolls all of it back); the changes it reports
+   * are announced to the hooks after commit. Summaries use it to write a summary and delete what it
+   * covers atomically.
+   */
+  transaction<T>(fn: (report: (c: MemoryChange | null) => void) => T): { result: T; changes: MemoryChange[] } {
+    let changes: MemoryChange[] = [];
+    const result = this.db
+      .transaction(() => {
+        changes = [];
+        return fn((c) => {
+          if (c) changes.push(c);
+        });
+      })
+      .immediate();
+    this.commit(changes);
+    return { result, changes };
+  }
+
+  /** Memories of a key created before the cutoff, oldest first (optionally one session; '' = no session). */
+  createdBefore(apiKeyId: string, cutoffIso: string, sessionId?: string): MemoryRecord[] {
+    return this.repo.createdBefore(apiKeyId, cutoffIso, sessionId);
+  }
+
+  /** API keys owning memories created before the cutoff. */
+  ownersCreatedBefore(cutoffIso: string, sessionId?: string): string[] {
+    return this.repo.ownersCreatedBefore(cutoffIso, sessionId);
+  }
+
+  /** API keys whose memories exceed `threshold` estimated tokens. */
+  ownersOverTokens(threshold: number): { apiKeyId: string; tokens: number }[] {
+    return this.repo.ownersOverTokens(threshold);
+  }
+
+  /** A key's memories (summaries excepted), the ones most worth keeping first. */
+  byKeepPriority(apiKeyId: string): MemoryRecord[] {
+    return this.repo.byKeepPriority(apiKeyId);
+  }
+
+  /**
+   * Brings a deleted, summarised or expired memory back from its history: same id, same content,
+   * type, key, session, metadata and creation time (a past expiry is cleared, or it would go again).
+   * null when there is no history of it; 409 when it exists or its key is taken meanwhile.
+   */
+  restore(id: string, ctx: ChangeContext): Memory | null {
+    let change: MemoryChange | null;
+    try {
+      change = this.db
+        .transaction((): MemoryChange | null => {
+          if (this.repo.findById(id)) throw conflict('The memory exists; only a deleted or summarised memory can be restored', { id });
+          const last = [...this.repo.events(id)].reverse().find((e) => e.before !== null);
+          if (!last?.before) return null;
+          const m = last.before;
+          const now = nowIso();
+          const rowId = this.repo.insertFull({
+            id: m.id,
+            apiKeyId: m.apiKeyId,
+            sessionId: m.sessionId || null,
+            type: m.type,
+            key: m.key || null,
+            content: m.content,
+            metadata: m.metadata,
+            createdAt: m.createdAt,
+            updatedAt: now,
+            expiresAt: m.expiresAt !== null && m.expiresAt <= now ? null : m.expiresAt,
+            contentHash: contentHash(m.content),
+            accessCount: m.accessCount,
+            lastAccessedAt: m.lastAccessedAt,
+          });
+          const after = this.repo.findByRowId(rowId)!;
+          this.event('create', null, after, ctx);
+          return { op: 'create', memory: after, contentChanged: true, reasserted: false };
+        })
+        .immediate();
+    } catch (err) {
+      if (isUniqueKeyViolation(err)) throw conflict('Another memory of this API key uses that key now', { field: 'key' });
+      throw err;
+    }
+    if (!change) return null;
+    this.commit([change]);
+    return toPublic(change.memory);
+  }
+
+  /**
+   * Imports one record inside an open transaction (in a savepoint of its own, so a bad record undoes
+   * only itself): matched by id (same tenant only), else by (apiKeyId, key); an identical record
+   * changes nothing; otherwise the row is created or brought to the record, history op `import`.
+   */
+  importInTx(rec: ImportRecord, ctx: ChangeContext): { outcome: 'created' | 'updated' | 'unchanged'; change: MemoryChange | null } {
+    return this.db.transaction(() => {
+      const byId = this.repo.findById(rec.id);
+      if (byId && byId.apiKeyId !== rec.apiKeyId) throw new ImportRecordError('the id belongs to a memory of another API key');
+      const key = rec.key ? rec.key : null;
+      const target = byId ?? (key ? this.repo.findByKey(rec.apiKeyId, key) : null);
+      const hash = contentHash(rec.content);
+      if (!target) {
+        const rowId = this.repo.insertFull({
+          id: rec.id,
+          apiKeyId: rec.apiKeyId,
+          sessionId: rec.sessionId || null,
+          type: rec.type,
+          key,
+          content: rec.content,
+          metadata: rec.metadata,
+          createdAt: rec.createdAt,
+          updatedAt: rec.updatedAt,
+          expiresAt: rec.expiresAt,
+          contentHash: hash,
+          accessCount: rec.accessCount,
+          lastAccessedAt: rec.lastAccessedAt,
+        });
+        const after = this.repo.findByRowId(rowId)!;
+        this.event('import', null, after, ctx);
+        return { outcome: 'created' as const, change: { op: 'import' as const, memory: after, contentChanged: true, reasserted: false } };
+      }
+      const same =
+        hash === target.contentHash &&
+        rec.type === target.type &&
+        (key ?? '') === target.key &&
+        (rec.sessionId || '') === target.sessionId &&
+        rec.expiresAt === target.expiresAt &&
+        canonicalJson(rec.metadata) === canonicalJson(target.metadata);
+      if (same) return { outcome: 'unchanged' as const, change: null };
+      const contentChanged = hash !== target.contentHash;
+      this.repo.update(target.rowId, {
+        content: rec.content,
+        metadata: rec.metadata,
+        sessionId: rec.sessionId || null,
+        type: rec.type,
+        key,
+        expiresAt: rec.expiresAt,
+        contentHash: hash,
+        needsReindex: contentChanged ? true : undefined,
+        updatedAt: rec.updatedAt > target.updatedAt ? rec.updatedAt : nowIso(),
+      });
+      const after = this.repo.findByRowId(target.rowId)!;
+      this.event('import', target, after, ctx);
+      return { outcome: 'updated' as const, change: { op: 'import' as const, memory: after, contentChanged, reasserted: false } };
+    })();
   }
 
   /** Filtered, paginated listing with totals per type and the token footprint. */

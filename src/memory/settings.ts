@@ -25,6 +25,14 @@ export interface MemorySettings {
   customModelId: string | null;
   /** Engram addition: mine the assistant's reply too (off: only the user's own words become facts). */
   extractFromAssistant: boolean;
+  /** The original's MemoryConfig field, now real: schedules compact-memories per tenant over compactFactor × maxTokens. */
+  autoSummarize: boolean;
+  /** A tenant is compacted when its memories exceed this many injection budgets. */
+  compactFactor: number;
+  /** How summaries are written: rule-based lines, or by the upstream model (falling back to rules on any failure). */
+  summaryMode: 'rules' | 'llm';
+  /** The upstream model asked for summaries in summaryMode "llm". */
+  summaryModel: string;
 }
 
 export const DEFAULT_MEMORY_SETTINGS: Readonly<MemorySettings> = Object.freeze({
@@ -46,6 +54,10 @@ export const DEFAULT_MEMORY_SETTINGS: Readonly<MemorySettings> = Object.freeze({
   customBaseUrl: null,
   customModelId: null,
   extractFromAssistant: false,
+  autoSummarize: false,
+  compactFactor: 4,
+  summaryMode: 'rules',
+  summaryModel: 'gpt-4o-mini',
 });
 
 /** API field → stored settings key (the original's keys). */
@@ -68,6 +80,10 @@ export const SETTING_KEYS: Record<keyof MemorySettings, string> = {
   customBaseUrl: 'memoryEmbeddingCustomBaseUrl',
   customModelId: 'memoryEmbeddingCustomModelId',
   extractFromAssistant: 'memoryExtractFromAssistant',
+  autoSummarize: 'memoryAutoSummarize',
+  compactFactor: 'memoryCompactFactor',
+  summaryMode: 'memorySummaryMode',
+  summaryModel: 'memorySummaryModel',
 };
 
 const isBool = (v: unknown): v is boolean => typeof v === 'boolean';
@@ -109,6 +125,10 @@ export function normalizeMemorySettings(raw: Record<string, unknown>): MemorySet
     customBaseUrl: base ? base.replace(/\/+$/, '') : null,
     customModelId: nonEmpty(g('customModelId')),
     extractFromAssistant: isBool(g('extractFromAssistant')) ? (g('extractFromAssistant') as boolean) : d.extractFromAssistant,
+    autoSummarize: isBool(g('autoSummarize')) ? (g('autoSummarize') as boolean) : d.autoSummarize,
+    compactFactor: clampInt(g('compactFactor'), 2, 100, d.compactFactor),
+    summaryMode: oneOf(g('summaryMode'), ['rules', 'llm'] as const, d.summaryMode),
+    summaryModel: nonEmpty(g('summaryModel')) ?? d.summaryModel,
   };
 }
 
@@ -138,6 +158,10 @@ export const memorySettingsUpdateSchema = z.strictObject({
   customBaseUrl: nullableString.optional(),
   customModelId: nullableString.optional(),
   extractFromAssistant: z.boolean().optional(),
+  autoSummarize: z.boolean().optional(),
+  compactFactor: z.number().int().min(2).max(100).optional(),
+  summaryMode: z.enum(['rules', 'llm']).optional(),
+  summaryModel: z.string().trim().min(1).max(256).optional(),
 });
 export type MemorySettingsUpdate = z.infer<typeof memorySettingsUpdateSchema>;
 

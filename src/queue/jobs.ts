@@ -12,7 +12,7 @@ export interface JobSpec<S extends z.ZodType = z.ZodType> {
   /** Overrides of DEFAULT_JOB_OPTIONS. */
   options?: JobsOptions;
   /** Repeat interval for jobs run by a scheduler (created idempotently at worker boot). */
-  scheduleEveryMs?: (env: { REPAIR_SWEEP_EVERY_MS: number; EXPIRE_EVERY_MS: number }) => number;
+  scheduleEveryMs?: (env: { REPAIR_SWEEP_EVERY_MS: number; EXPIRE_EVERY_MS: number; COMPACT_EVERY_MS: number }) => number;
 }
 
 const spec = <S extends z.ZodType>(s: JobSpec<S>) => s;
@@ -87,6 +87,43 @@ export const JOBS = {
     // Brings one fallback backend's copy of one memory to the primary's current state (idempotent).
     schema: z.strictObject({ backendId: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/), memoryId: z.string().min(1).max(256) }),
     options: { attempts: 8, backoff: { type: 'exponential', delay: 2000, jitter: 0.5 } },
+  }),
+  // Summarisation (issue #12): one summary memory per API key (never across tenants), candidates deleted
+  // through the store so history keeps every original text. The cutoff is fixed by the job's creation
+  // time, and each summary's key derives from the job id and the candidates it covers: a retry converges.
+  'summarize-older-than': spec({
+    queue: 'summarize',
+    schema: z.strictObject({
+      apiKeyId: z.string().max(128).optional(),
+      sessionId: z.string().max(256).optional(),
+      olderThanDays: z.number().int().min(1).max(365).default(30),
+      mode: z.enum(['rules', 'llm']).optional(),
+    }),
+  }),
+  // Budget compaction of one tenant (the original's summarizeMemories): the oldest, least-accessed rows
+  // past N × the injection budget are folded into summaries. One live job per tenant.
+  'compact-memories': spec({
+    queue: 'summarize',
+    schema: z.strictObject({ apiKeyId: z.string().max(128), trigger: z.enum(['api', 'auto']).default('auto') }),
+    jobId: (d, now) => `compact-${crypto.createHash('sha256').update(d.apiKeyId).digest('hex').slice(0, 16)}-${Math.floor(now / 60_000)}`,
+  }),
+  // Scheduled: when the autoSummarize setting is on, one compact-memories per tenant over its threshold.
+  'auto-compact': spec({
+    queue: 'summarize',
+    schema: z.strictObject({}),
+    scheduleEveryMs: (e) => e.COMPACT_EVERY_MS,
+  }),
+  'import-memories': spec({
+    queue: 'import',
+    schema: z.strictObject({
+      uploadId: z.uuid(),
+      format: z.enum(['ndjson', 'sqlite']),
+      /** Owner id in the file → Engram API key id. */
+      keyMap: z.record(z.string().max(128), z.string().min(1).max(128)).default({}),
+    }),
+    jobId: (d) => `import-${d.uploadId}`,
+    // A file read from the start again converges (records are keyed by id); a few attempts suffice.
+    options: { attempts: 3 },
   }),
 } as const satisfies Record<string, JobSpec>;
 
