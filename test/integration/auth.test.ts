@@ -11,8 +11,8 @@ import { buildTestApi, type TestApi } from '../helpers/api';
 import { TEST_TOKEN, silentLog, testEnv } from '../helpers/env';
 import { concretePath, walkRoutes } from '../helpers/routes';
 
-/** Routes that are public on purpose (they reveal no memory data). */
-const PUBLIC = new Set(['GET /healthz', 'GET /readyz', 'GET /metrics', 'GET /admin/login', 'POST /admin/login', 'POST /admin/logout']);
+/** Routes that are public on purpose (they reveal no memory data; /dashboard is static files). */
+const PUBLIC = new Set(['GET /healthz', 'GET /readyz', 'GET /metrics', 'GET /admin/login', 'POST /admin/login', 'POST /admin/logout', 'GET /dashboard']);
 
 describe('auth', () => {
   let t: TestApi;
