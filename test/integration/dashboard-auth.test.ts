@@ -162,7 +162,7 @@ describe('/dashboard static files', () => {
 
 describe('jobs the dashboard lists and retries', () => {
   let t: TestApi;
-  let worker: Worker | null = null;
+  let worker: Worker<unknown, unknown> | null = null;
   beforeAll(() => {
     t = buildTestApi();
   });
@@ -179,12 +179,17 @@ describe('jobs the dashboard lists and retries', () => {
     expect(waiting.body.error.message).toMatch(/only a failed job/i);
 
     // A real BullMQ worker on the test's queue fails it for good.
-    worker = new Worker('maintenance', async () => {
-      throw new UnrecoverableError('the disk is full');
-    }, { connection: bullConnectionOptions(t.env.REDIS_URL!, 'test-failing-worker'), prefix: t.env.QUEUE_PREFIX, autorun: true });
-    worker.on('error', () => undefined);
+    const failing = new Worker<unknown, unknown>(
+      'maintenance',
+      async () => {
+        throw new UnrecoverableError('the disk is full');
+      },
+      { connection: bullConnectionOptions(t.env.REDIS_URL!, 'test-failing-worker'), prefix: t.env.QUEUE_PREFIX, autorun: true },
+    );
+    worker = failing;
+    failing.on('error', () => undefined);
     await waitUntil(async () => (await job.getState()) === 'failed', 10_000, 'job failed');
-    await worker.close();
+    await failing.close();
     worker = null;
 
     const list = await request(t.app).get('/api/jobs/list?states=active,failed&limit=5').set(t.auth);
