@@ -46,7 +46,7 @@ export function JobsTab() {
       }
     },
     POLL_MS,
-    !document.hidden,
+    true,
     [tick],
   );
   const refresh = () => setTick((n) => n + 1);

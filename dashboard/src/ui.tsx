@@ -5,7 +5,10 @@ import { boardJobUrl, followJob, type JobStreamEvent } from './api';
 /** The slowest-allowed poll is whatever the caller asks; the fastest is 2 s (the issue's rule). */
 export const MIN_POLL_MS = 2000;
 
-/** Calls `fn` now and every `ms` (≥ 2 s) while `active`; a slow call is never overlapped. */
+/**
+ * Calls `fn` now and every `ms` (never faster than 2 s) while `active`; a slow call is never overlapped,
+ * and nothing is fetched while the browser tab is hidden.
+ */
 export function usePoll(fn: () => Promise<void> | void, ms: number, active = true, deps: unknown[] = []): void {
   const saved = useRef(fn);
   saved.current = fn;
@@ -13,9 +16,11 @@ export function usePoll(fn: () => Promise<void> | void, ms: number, active = tru
     if (!active) return;
     let stopped = false;
     let timer: ReturnType<typeof setTimeout> | undefined;
+    let first = true;
     const tick = async () => {
       try {
-        await saved.current();
+        if (first || !document.hidden) await saved.current();
+        first = false;
       } finally {
         if (!stopped) timer = setTimeout(tick, Math.max(MIN_POLL_MS, ms));
       }
