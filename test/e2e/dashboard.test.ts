@@ -39,7 +39,7 @@ async function seriousViolations(page: Page): Promise<string[]> {
  */
 async function unreachableControls(page: Page): Promise<string[]> {
   const total = await page.evaluate(() => {
-    const all = [...document.querySelectorAll<HTMLElement>('a[href], button, input, select, textarea, summary')].filter(
+    const all = Array.from(document.querySelectorAll<HTMLElement>('a[href], button, input, select, textarea, summary')).filter(
       (el) =>
         !(el as HTMLButtonElement).disabled &&
         el.getClientRects().length > 0 &&
