@@ -58,10 +58,15 @@ export function Modal({ title, onClose, children, id }: { title: string; onClose
   const ref = useRef<HTMLDialogElement>(null);
   useEffect(() => {
     const d = ref.current!;
+    // Focus goes back where it was when the modal goes away (also when it is unmounted rather than closed).
+    const opener = document.activeElement as HTMLElement | null;
     if (!d.open) d.showModal();
     const close = () => onClose();
     d.addEventListener('close', close);
-    return () => d.removeEventListener('close', close);
+    return () => {
+      d.removeEventListener('close', close);
+      if (opener?.isConnected) opener.focus();
+    };
   }, []);
   return (
     <dialog ref={ref} class="modal" aria-labelledby={`${id}-title`}>
