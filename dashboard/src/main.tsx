@@ -137,7 +137,8 @@ function Studio({ onSignOut }: { onSignOut: () => void }) {
           </button>
         </nav>
       </header>
-      <div role="tablist" aria-label="Studio sections" class="tabs" onKeyDown={onKey}>
+      <nav aria-label="Studio sections" class="tabs">
+      <div role="tablist" aria-label="Studio sections" class="tablist" onKeyDown={onKey}>
         {TABS.map((t) => (
           <button
             key={t.id}
@@ -156,6 +157,7 @@ function Studio({ onSignOut }: { onSignOut: () => void }) {
           </button>
         ))}
       </div>
+      </nav>
       <main class="panel">
         <div role="tabpanel" id={`panel-${tab}`} aria-labelledby={`tab-${tab}`}>
         <ErrorText error={keysError} />
