@@ -1,6 +1,6 @@
-import { useState } from 'preact/hooks';
-import { api, boardJobUrl, boardQueueUrl } from './api';
-import { Confirm, ErrorText, Loading, describeProgress, usePoll } from './ui';
+import { useEffect, useState } from 'preact/hooks';
+import { api, boardJobUrl, boardQueueUrl, followJob } from './api';
+import { Confirm, ErrorText, Loading, describeProgress, message, usePoll } from './ui';
 
 /** Counts every 5 s (never faster than 2 s); a running job's own progress bar is live in Engine/Memories. */
 const POLL_MS = 5000;
@@ -24,6 +24,45 @@ interface JobInfo {
 }
 
 const SHOWN_STATES = ['active', 'waiting', 'delayed', 'failed', 'completed'] as const;
+
+/**
+ * Running jobs whose bar follows the job's event stream live. Each stream holds one of the browser's six
+ * HTTP/1.1 connections to this server, so only a few: the rest show the progress of the last 5 s refresh.
+ */
+const MAX_LIVE = 3;
+
+/** A running job's progress: live from its event stream, or (`live` false) as last polled. */
+function ActiveProgress({ job, live, onEnd }: { job: JobInfo; live: boolean; onEnd: () => void }) {
+  const [progress, setProgress] = useState<unknown>(job.progress);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    if (!live) return;
+    const ac = new AbortController();
+    followJob(
+      job.queue,
+      job.id,
+      (e) => {
+        if (e.type === 'progress') setProgress(e.data);
+        else if (e.type === 'state') setProgress(e.job.progress);
+        else onEnd();
+      },
+      ac.signal,
+    ).catch((err) => setError(`Live progress unavailable (${message(err)}); the list refreshes every ${POLL_MS / 1000} s`));
+    return () => ac.abort();
+  }, [job.queue, job.id, live]);
+  const d = describeProgress(live ? progress : job.progress);
+  const label = `Progress of ${job.name} ${job.id}`;
+  return (
+    <>
+      {d.pct === null ? <progress aria-label={label} /> : <progress aria-label={label} max={100} value={Math.round(d.pct)} />}
+      <p class="muted">
+        {d.text}
+        {live ? ' (live)' : ''}
+      </p>
+      {error ? <p class="error">{error}</p> : null}
+    </>
+  );
+}
 
 export function JobsTab() {
   const [overview, setOverview] = useState<Overview | null>(null);
@@ -135,7 +174,7 @@ export function JobsTab() {
         ) : (
           <ul class="joblist" aria-label="Running and failed jobs">
             {jobs.map((j) => {
-              const d = describeProgress(j.progress);
+              const liveIndex = jobs.filter((x) => x.state === 'active').indexOf(j);
               return (
                 <li key={`${j.queue}/${j.id}`} class={`card job-row ${j.state}`}>
                   <div class="row spread">
@@ -144,11 +183,10 @@ export function JobsTab() {
                     </strong>
                     <span class={`badge s-${j.state}`}>{j.state}</span>
                   </div>
-                  {j.state === 'active' ? d.pct === null ? <progress aria-label={`Progress of ${j.name} ${j.id}`} /> : <progress aria-label={`Progress of ${j.name} ${j.id}`} max={100} value={Math.round(d.pct)} /> : null}
+                  {j.state === 'active' ? <ActiveProgress job={j} live={liveIndex < MAX_LIVE} onEnd={refresh} /> : null}
                   <p class="muted">
                     id {j.id} · attempts {j.attemptsMade}
                     {j.timestamps.created ? ` · created ${new Date(j.timestamps.created).toLocaleString()}` : ''}
-                    {j.state === 'active' ? ` · ${d.text}` : ''}
                   </p>
                   {j.failedReason ? <p class="error">Failed: {j.failedReason}</p> : null}
                   <div class="actions">
