@@ -41,6 +41,20 @@ module.exports = {
     },
     ...layerRules,
     {
+      name: 'dashboard-is-browser-only',
+      severity: 'error',
+      comment: 'The dashboard (browser code, dashboard/src) talks to the server over HTTP only: it never imports server code, and server code never imports it.',
+      from: { path: '^dashboard/' },
+      to: { path: '^(src|workers|test|bench)/' },
+    },
+    {
+      name: 'server-not-to-dashboard',
+      severity: 'error',
+      comment: 'The api serves the built dashboard as files; it never imports its sources.',
+      from: { path: '^(src|workers)/' },
+      to: { path: '^dashboard/' },
+    },
+    {
       name: 'src-not-to-tests',
       severity: 'error',
       comment: 'Production code never imports test helpers or benchmarks.',

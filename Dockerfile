@@ -10,6 +10,7 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY src src
 COPY workers workers
 COPY bench bench
+COPY dashboard dashboard
 COPY migrations migrations
 RUN npm run build && npm prune --omit=dev
 

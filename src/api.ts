@@ -1,5 +1,8 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
+import fs from 'node:fs';
+import path from 'node:path';
+import { AdminSessionService } from './auth/admin-sessions.service';
 import { ApiKeyService } from './auth/api-keys.service';
 import { resolveManagementToken } from './auth/management-token';
 import { loadEnv, type Env } from './config/env';
@@ -24,8 +27,15 @@ export interface RunningApi {
   stop(): Promise<void>;
 }
 
+/** Where `npm run build` puts the dashboard: <package root>/dist/dashboard (the same from src/ under ts-jest and from dist/src/). */
+export function defaultDashboardDir(from = __dirname): string {
+  let dir = from;
+  while (!fs.existsSync(path.join(dir, 'package.json')) && path.dirname(dir) !== dir) dir = path.dirname(dir);
+  return path.join(dir, 'dist', 'dashboard');
+}
+
 /** Builds the api context (storage, queues, auth) without listening. */
-export function buildApiContext(env: Env, log: Logger, opts: { dbFile?: string } = {}): ApiContext {
+export function buildApiContext(env: Env, log: Logger, opts: { dbFile?: string; dashboardDir?: string } = {}): ApiContext {
   const managementToken = resolveManagementToken(env, log);
   const services = openServices(env, log, 'api', { dbFile: opts.dbFile });
   // Every committed content change gets its embedding job (or an outbox row while Redis is down);
@@ -41,6 +51,8 @@ export function buildApiContext(env: Env, log: Logger, opts: { dbFile?: string }
     ...services,
     apiKeys: new ApiKeyService(services.db.db),
     managementToken,
+    adminSessions: new AdminSessionService(services.db.db, managementToken),
+    dashboardDir: opts.dashboardDir ?? defaultDashboardDir(),
     jobEvents: new JobEventsHub(env, log),
     retrieval,
   };

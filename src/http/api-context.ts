@@ -1,12 +1,17 @@
+import type { AdminSessionService } from '../auth/admin-sessions.service';
 import type { ApiKeyService } from '../auth/api-keys.service';
 import type { Retriever } from '../memory/retrieval.types';
 import type { JobEventsHub } from '../queue/job-events';
 import type { Services } from '../services';
 
-/** What the api's routes share: the common services plus client keys, the management token, job events and retrieval. */
+/** What the api's routes share: the common services plus client keys, the management token, operators' sessions, job events and retrieval. */
 export interface ApiContext extends Services {
   apiKeys: ApiKeyService;
   managementToken: string;
+  /** Operators' browser sessions (the /admin login cookie; with the CSRF header it also opens /api for the dashboard). */
+  adminSessions: AdminSessionService;
+  /** The built dashboard (index.html + assets) served at /dashboard; it may not exist before `npm run build`. */
+  dashboardDir: string;
   jobEvents: JobEventsHub;
   retrieval: Retriever;
 }

@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import express, { type Express, type Router } from 'express';
 import { pinoHttp } from 'pino-http';
-import { AdminSessionService } from '../auth/admin-sessions.service';
+import cookieParser from 'cookie-parser';
 import type { ApiContext } from './api-context';
 import type { Metrics } from '../metrics';
 import { proxyRoutes } from './routes/proxy.routes';
@@ -9,6 +9,7 @@ import { requireApiKey, requireManagement } from './auth';
 import { errorHandler, notFoundHandler, sendError, useOpenAiErrors } from './error-handler';
 import { adminRoutes } from './routes/admin.routes';
 import { docsRoutes } from './routes/docs.routes';
+import { dashboardRoutes } from './routes/dashboard.routes';
 import { jobsRoutes } from './routes/jobs.routes';
 import { keysRoutes } from './routes/keys.routes';
 import { mcpRoutes } from './routes/mcp.routes';
@@ -75,9 +76,11 @@ export function createApp(ctx: ApiContext, metrics: Metrics): Express {
   mount(app, '/v1', proxyRoutes(ctx));
   // MCP over streamable HTTP: its own auth (client key or management token), then its own body parser.
   mount(app, '/mcp', mcpRoutes(ctx));
+  // The dashboard calls /api with the operator's session cookie plus the CSRF header; scripts use the bearer token.
   app.use(
     '/api',
-    requireManagement(ctx.managementToken),
+    cookieParser(),
+    requireManagement(ctx.managementToken, { sessions: ctx.adminSessions, cookieNeedsCsrfHeader: true }),
     jsonBody({ limit: ctx.env.BODY_LIMIT_BYTES, maxDepth: API_MAX_JSON_DEPTH }),
     express.urlencoded({ extended: false, limit: '16kb' }),
   );
@@ -89,7 +92,9 @@ export function createApp(ctx: ApiContext, metrics: Metrics): Express {
   mount(app, '/api/jobs', jobsRoutes(ctx));
   app.use('/api', (_req, res) => sendError(res, 404, 'not_found', 'No such API route'));
   // Browsers reach the admin pages with the login cookie; everything else needs the header. The login form parses its own small body.
-  mount(app, '/admin', adminRoutes(ctx, new AdminSessionService(ctx.db.db, ctx.managementToken)));
+  mount(app, '/admin', adminRoutes(ctx, ctx.adminSessions));
+  // Static files only (no data): public like the login page; every call it makes goes through /api's auth.
+  mount(app, '/dashboard', dashboardRoutes(ctx.dashboardDir));
 
   app.use(notFoundHandler);
   app.use(errorHandler(ctx.log));

@@ -12,6 +12,13 @@ export const MGMT_COOKIE_PATH = '/';
 /** Where the cookie lived before sessions were server-side; cleared so a stale copy never shadows the new one. */
 const LEGACY_COOKIE_PATH = '/admin';
 
+/**
+ * The header a browser session must send on /api (with any value): a custom header is not "simple", so a
+ * cross-site page cannot attach it without a CORS preflight, which Engram never grants. SameSite=Strict
+ * already keeps the cookie off cross-site requests; this is the second, independent CSRF defence.
+ */
+export const CSRF_HEADER = 'x-engram-csrf';
+
 /** Clears the session cookie (and its legacy /admin copy). */
 export function clearSessionCookie(res: Response): void {
   res.clearCookie(MGMT_COOKIE, { path: MGMT_COOKIE_PATH });
@@ -28,16 +35,27 @@ export function bearer(req: Request): string | null {
 
 /**
  * Management auth: `Authorization: Bearer <token>`, or (where `sessions` is given: the browser pages) a live
- * session cookie. 401 without credentials (a browser GET is redirected to `loginRedirect`), 403 for a wrong
+ * session cookie; with `cookieNeedsCsrfHeader` (/api) the cookie counts only on a same-site request carrying
+ * the CSRF_HEADER (403 `csrf_header_required` / `cross_site_refused` otherwise). 401 without credentials (a browser GET is redirected to `loginRedirect`), 403 for a wrong
  * token. A revoked, expired or foreign session counts as no credentials: the browser signs in again.
  */
-export function requireManagement(token: string, opts: { sessions?: AdminSessionService; loginRedirect?: string } = {}): RequestHandler {
+export function requireManagement(token: string, opts: { sessions?: AdminSessionService; loginRedirect?: string; cookieNeedsCsrfHeader?: boolean } = {}): RequestHandler {
   return (req, res, next) => {
     const header = bearer(req);
     if (header) {
       if (!safeEqual(header, token)) return sendError(res, 403, 'forbidden', 'Invalid management token');
     } else {
       const cookie = opts.sessions ? (req.cookies?.[MGMT_COOKIE] as string | undefined) : undefined;
+      if (cookie && opts.cookieNeedsCsrfHeader) {
+        // Refused before the session is even looked up: a cookie alone (a cross-site form, an <img>) never acts here.
+        if (req.headers[CSRF_HEADER] === undefined) {
+          return sendError(res, 403, 'csrf_header_required', `A browser session needs the ${CSRF_HEADER} header on this path (the dashboard sends it; cross-site requests cannot)`);
+        }
+        const site = req.headers['sec-fetch-site'];
+        if (site !== undefined && site !== 'same-origin' && site !== 'none') {
+          return sendError(res, 403, 'cross_site_refused', 'A browser session is accepted from this site only');
+        }
+      }
       if (!cookie || !opts.sessions!.verify(cookie)) {
         if (cookie) clearSessionCookie(res);
         if (opts.loginRedirect && req.method === 'GET' && req.accepts(['json', 'html']) === 'html') return res.redirect(303, opts.loginRedirect);

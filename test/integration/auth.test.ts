@@ -24,6 +24,8 @@ const PUBLIC = new Set([
   'GET /docs',
   'GET /docs/init.js',
   'GET /docs/assets/:file',
+  // The dashboard's static files (the data comes from /api with the session).
+  'GET /dashboard',
 ]);
 
 describe('auth', () => {

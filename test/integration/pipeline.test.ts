@@ -199,8 +199,10 @@ describe('job pipeline against the real Redis', () => {
     const api = await request(t.app).get('/admin/queues/api/queues?activeQueue=maintenance&status=completed&page=1').set('cookie', cookie.split(';')[0]);
     expect(api.status).toBe(200);
     expect(api.body.queues.map((q: { name: string }) => q.name).sort()).toEqual([...QUEUE_NAMES].sort());
-    // The cookie does not open the JSON API (no CSRF surface there).
-    expect((await request(t.app).get('/api/memory').set('cookie', cookie.split(';')[0])).status).toBe(401);
+    // The cookie alone does not open the JSON API: it needs the dashboard's CSRF header too (dashboard-auth.test.ts).
+    const alone = await request(t.app).get('/api/memory').set('cookie', cookie.split(';')[0]);
+    expect(alone.status).toBe(403);
+    expect(alone.body.error.code).toBe('csrf_header_required');
   });
 });
 

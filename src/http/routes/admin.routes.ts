@@ -16,10 +16,24 @@ const loginBody = z.object({ token: z.string().max(512).default(''), next: z.str
 const LOGIN_DOC: RouteDoc = {
   summary: 'Sign in with the management token (opens a server-side session, HttpOnly cookie)',
   requestContentType: 'application/x-www-form-urlencoded',
-  responses: { 303: { description: 'Signed in: redirect to /admin/queues' }, 403: { description: 'Wrong token (the form again)', contentType: 'text/html' } },
+  responses: {
+    200: { description: 'Signed in (a JSON request, as the dashboard sends): {success, expiresAt}' },
+    303: { description: 'Signed in (the HTML form): redirect to `next` (/dashboard… or /admin/queues…, else /admin/queues)' },
+    403: { description: 'Wrong token (the form again, or the error shape for a JSON request)', contentType: 'text/html' },
+  },
 };
 
-function loginPage(message: string | null): string {
+/** Where the login form may send the browser afterwards (never an arbitrary URL: no open redirect). */
+function safeNext(next: unknown): string {
+  return typeof next === 'string' && /^\/(dashboard|admin\/queues)(\/[A-Za-z0-9/_-]*)?$/.test(next) ? next : '/admin/queues';
+}
+
+const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+/** Whether the caller wants JSON (the dashboard's fetch) rather than the HTML form flow. */
+const wantsJson = (req: express.Request) => req.accepts(['html', 'json']) === 'json';
+
+function loginPage(message: string | null, next = '/admin/queues'): string {
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>Engram · sign in</title>
@@ -30,6 +44,7 @@ button{padding:.5rem 1rem}.err{color:#b00020;margin-bottom:1rem}</style></head>
 <body><form method="post" action="/admin/login">
 <h1>Engram operators</h1>
 ${message ? `<div class="err" role="alert">${message}</div>` : ''}
+<input type="hidden" name="next" value="${escapeHtml(next)}">
 <label for="token">Management token</label>
 <input id="token" name="token" type="password" autocomplete="current-password" required autofocus>
 <button type="submit">Sign in</button>
@@ -44,8 +59,8 @@ export function adminRoutes(ctx: ApiContext, sessions: AdminSessionService): Rou
 
   r.get(
     '/login',
-    documented({ summary: 'Operators’ sign-in page', responses: { 200: { description: 'HTML form', contentType: 'text/html' } } }, (_req, res) => {
-      res.type('html').send(loginPage(null));
+    documented({ summary: 'Operators’ sign-in page', responses: { 200: { description: 'HTML form', contentType: 'text/html' } } }, (req, res) => {
+      res.type('html').send(loginPage(null, safeNext(req.query.next)));
     }),
   );
 
@@ -54,21 +69,26 @@ export function adminRoutes(ctx: ApiContext, sessions: AdminSessionService): Rou
   r.post('/login', ...loginParsers, documented(LOGIN_DOC, (req, res) => {
     const body = loginBody.safeParse(req.body ?? {});
     const token = body.success ? body.data.token : '';
+    const next = safeNext(body.success ? body.data.next : undefined);
     if (!token || !safeEqual(token, ctx.managementToken)) {
-      res.status(403).type('html').send(loginPage('That token is not valid.'));
+      if (wantsJson(req)) return sendError(res, 403, 'forbidden', 'That token is not valid');
+      res.status(403).type('html').send(loginPage('That token is not valid.', next));
       return;
     }
     const session = sessions.create();
     res.cookie(MGMT_COOKIE, session.id, { httpOnly: true, sameSite: 'strict', path: MGMT_COOKIE_PATH, secure: req.secure, maxAge: session.maxAgeMs });
     // A cookie left at the old /admin path would be sent first and shadow this one.
     res.clearCookie(MGMT_COOKIE, { path: '/admin' });
-    res.redirect(303, '/admin/queues');
+    // The dashboard signs in with fetch and gets JSON; the HTML form is redirected.
+    if (wantsJson(req)) return res.json({ success: true, expiresAt: session.expiresAt });
+    res.redirect(303, next);
   }, { body: loginBody }));
 
   r.post('/logout', documented({ summary: 'Sign out (the server-side session is revoked)', responses: { 303: { description: 'Redirect to the sign-in page' } } }, (req, res) => {
     // Server-side: a copy of the cookie is worthless from now on.
     sessions.revoke(req.cookies?.[MGMT_COOKIE] as string | undefined);
     clearSessionCookie(res);
+    if (wantsJson(req)) return res.json({ success: true });
     res.redirect(303, '/admin/login');
   }));
 

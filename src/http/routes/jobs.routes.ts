@@ -5,7 +5,7 @@ import { conflict, notFound, unavailable } from '../../errors';
 import type { JobEvent } from '../../queue/job-events';
 import { QUEUE_NAMES } from '../../config/queue-names';
 import { handle } from '../validate';
-import { jobParams, outboxParams } from './jobs.schema';
+import { jobParams, listJobsQuery, outboxParams } from './jobs.schema';
 
 /** GET /api/jobs lists at most this many quarantined outbox rows (the total is given beside them). */
 const QUARANTINE_LIST_LIMIT = 100;
@@ -70,6 +70,18 @@ export function jobsRoutes(ctx: ApiContext): Router {
     }),
   );
 
+  // The dashboard's Jobs tab: the running and failed jobs (by default) of every queue, with progress; at most `limit` per queue and state.
+  r.get(
+    '/list',
+    handle({ query: listJobsQuery }, async ({ query }) => {
+      requireRedis();
+      const perQueue = await Promise.all(QUEUE_NAMES.map((q) => ctx.queues.queue(q).getJobs(query.states, 0, query.limit - 1, false)));
+      const jobs = await Promise.all(perQueue.flat().filter((j): j is Job => !!j).map(describeJob));
+      jobs.sort((a, b) => (b.timestamps.created ?? 0) - (a.timestamps.created ?? 0));
+      return { states: query.states, jobs };
+    }),
+  );
+
   // Before /:queue/:id, so `outbox` is not read as a queue name. SQLite only: works while Redis is down.
   r.delete(
     '/outbox/:outboxId',
@@ -94,6 +106,18 @@ export function jobsRoutes(ctx: ApiContext): Router {
       if (state === 'active') throw conflict('The job is running; it cannot be removed', { state });
       await job.remove();
       return { success: true, id: job.id, previousState: state };
+    }),
+  );
+
+  // A failed job runs again (its attempts start over); anything else is a 409 saying which state it is in.
+  r.post(
+    '/:queue/:id/retry',
+    handle({ params: jobParams }, async ({ params }) => {
+      const job = await findJob(params.queue, params.id);
+      const state = await job.getState();
+      if (state !== 'failed') throw conflict(`Only a failed job can be retried; this one is ${state}`, { state });
+      await job.retry('failed', { resetAttemptsMade: true });
+      return { success: true, id: job.id, queue: params.queue, state: await job.getState() };
     }),
   );
 
