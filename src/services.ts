@@ -5,10 +5,13 @@ import { EmbeddingService } from './embedding/embedding.service';
 import type { Logger } from './logger';
 import { MemoryReadCache } from './memory/read-cache';
 import { MemoryService } from './memory/memory.service';
+import { QdrantSettingsService } from './memory/qdrant-settings';
+import { QdrantSyncService } from './memory/qdrant-sync.service';
 import { ReindexService } from './memory/reindex.service';
 import { SettingsService } from './memory/settings';
 import { QueueLayer } from './queue/queues';
 import type { RedisRole } from './queue/redis';
+import { QdrantVectorStore } from './vector/qdrant.store';
 import { SqliteVecStore } from './vector/sqlite-vec.store';
 
 /** What lives in the SQLite file: the memory store, settings and the sqlite-vec tier. */
@@ -17,6 +20,9 @@ export interface Storage {
   memory: MemoryService;
   settings: SettingsService;
   vectors: SqliteVecStore;
+  /** The Qdrant tier (used when enabled in the settings) and its settings. */
+  qdrant: QdrantVectorStore;
+  qdrantSettings: QdrantSettingsService;
 }
 
 /** The services both processes share: built once at boot, passed down explicitly. */
@@ -26,6 +32,7 @@ export interface Services extends Storage {
   queues: QueueLayer;
   embedding: EmbeddingService;
   reindex: ReindexService;
+  qdrantSync: QdrantSyncService;
 }
 
 /** Opens SQLite, applies migrations and builds the storage services; deleting a memory deletes its vector in the same transaction. */
@@ -41,7 +48,9 @@ export function openStorage(env: Env, log: Logger, file?: string): Storage {
   const settings = new SettingsService(db.db, env.SETTINGS_CACHE_TTL_MS);
   const vectors = new SqliteVecStore(db.db, { vecLoaded: db.vecLoaded, quantization: env.MEMORY_VEC_QUANTIZATION });
   memory.addHooks({ onDeleteInTx: (rowId) => vectors.deleteInTx(rowId) });
-  return { db, memory, settings, vectors };
+  const qdrantSettings = new QdrantSettingsService(settings, env);
+  const qdrant = new QdrantVectorStore(db.db, vectors, () => qdrantSettings.config());
+  return { db, memory, settings, vectors, qdrant, qdrantSettings };
 }
 
 /** Storage plus queues, embeddings and the reindex service, for the api or a worker process. */
@@ -49,6 +58,9 @@ export function openServices(env: Env, log: Logger, role: RedisRole, opts: { dbF
   const storage = openStorage(env, log, opts.dbFile);
   const queues = new QueueLayer(env, log, storage.db.db, role);
   const embedding = new EmbeddingService(env, { log });
-  const reindex = new ReindexService({ ...storage, embedding, queues, log });
-  return { env, log, ...storage, queues, embedding, reindex };
+  const qdrantSync = new QdrantSyncService({ ...storage, queues, log });
+  // Updates and deletes reach Qdrant through qdrant-sync jobs (ids only; the outbox when Redis is down).
+  storage.memory.addHooks({ afterCommit: (changes) => qdrantSync.onChanges(changes) });
+  const reindex = new ReindexService({ ...storage, embedding, queues, log, qdrantSync });
+  return { env, log, ...storage, queues, embedding, reindex, qdrantSync };
 }

@@ -2,6 +2,9 @@ import type { Registry } from './context';
 import { embedMemory } from './handlers/embed-memory.handler';
 import { expireMemories } from './handlers/expire-memories.handler';
 import { extractFacts } from './handlers/extract-facts.handler';
+import { qdrantBackfill } from './handlers/qdrant-backfill.handler';
+import { qdrantCleanup } from './handlers/qdrant-cleanup.handler';
+import { qdrantSync } from './handlers/qdrant-sync.handler';
 import { recordAccess } from './handlers/record-access.handler';
 import { reindex } from './handlers/reindex.handler';
 import { repairSweep } from './handlers/repair-sweep.handler';
@@ -14,4 +17,7 @@ export const registry: Registry = {
   'embed-memory': embedMemory,
   reindex,
   'record-access': recordAccess,
+  'qdrant-sync': qdrantSync,
+  'qdrant-backfill': qdrantBackfill,
+  'qdrant-cleanup': qdrantCleanup,
 };

@@ -119,6 +119,16 @@ export const envSchema = z.object({
   /** A self-hosted Cohere/Jina-style reranker (settings: rerankProviderModel `custom/<model>`). */
   MEMORY_RERANK_CUSTOM_BASE_URL: optionalString.pipe(z.url({ protocol: /^https?$/, error: 'expected an http(s) URL' }).optional()),
   MEMORY_RERANK_CUSTOM_API_KEY: optionalString,
+
+  // Qdrant, the second vector tier (settings qdrant* win; these are the fallbacks, as in the original).
+  QDRANT_HOST: optionalString,
+  QDRANT_PORT: optionalString,
+  QDRANT_API_KEY: optionalString,
+  QDRANT_COLLECTION: optionalString,
+  /** Deadline of every Qdrant request made by jobs and health checks. */
+  QDRANT_TIMEOUT_MS: int(10_000, 100, 600_000),
+  /** Deadline of a Qdrant search on the request path (then retrieval falls back to sqlite-vec). */
+  QDRANT_SEARCH_TIMEOUT_MS: int(800, 50, 60_000),
 });
 
 export type Env = z.infer<typeof envSchema>;

@@ -11,6 +11,7 @@ import { adminRoutes } from './routes/admin.routes';
 import { jobsRoutes } from './routes/jobs.routes';
 import { keysRoutes } from './routes/keys.routes';
 import { memoryRoutes } from './routes/memory.routes';
+import { qdrantMemoryRoutes, qdrantSettingsRoutes } from './routes/qdrant.routes';
 import { settingsRoutes } from './routes/settings.routes';
 import { systemRoutes } from './routes/system.routes';
 import { jsonBody, routePattern } from './validate';
@@ -74,6 +75,8 @@ export function createApp(ctx: ApiContext, metrics: Metrics): Express {
     jsonBody({ limit: ctx.env.BODY_LIMIT_BYTES, maxDepth: API_MAX_JSON_DEPTH }),
     express.urlencoded({ extended: false, limit: '16kb' }),
   );
+  mount(app, '/api/memory/qdrant', qdrantMemoryRoutes(ctx));
+  mount(app, '/api/settings/qdrant', qdrantSettingsRoutes(ctx));
   mount(app, '/api/memory', memoryRoutes(ctx));
   mount(app, '/api/settings', settingsRoutes(ctx));
   mount(app, '/api/keys', keysRoutes(ctx));
