@@ -439,28 +439,47 @@ export class QdrantVectorStore implements VectorStore {
    * vector in sqlite-vec is upserted with exactly that vector; one that is gone or has no vector
    * loses its point. Reads current state only, so retries, duplicates and reordering converge.
    */
-  async syncMemories(memoryIds: string[]): Promise<{ upserted: number; removed: number }> {
+  async syncMemories(memoryIds: string[]): Promise<{ upserted: number; removed: number; passes: number }> {
+    // Read, write, read again: when another sync (or an edit) changed the rows while this one was
+    // writing, this one may have just overwritten a newer point with older data; writing again from
+    // the fresh read fixes that, so whichever sync writes last leaves Qdrant matching SQLite.
+    let plan = this.syncPlan(memoryIds);
+    for (let pass = 1; ; pass++) {
+      const upserted = await this.applySyncPlan(plan);
+      const again = this.syncPlan(memoryIds);
+      if (again.fingerprint === plan.fingerprint || pass >= 5) return { upserted, removed: plan.noVector.length + plan.gone.length, passes: pass };
+      plan = again;
+    }
+  }
+
+  /** What Qdrant must hold for these memories right now, with a fingerprint of it. */
+  private syncPlan(memoryIds: string[]) {
     const ix = this.sqliteIndex();
     const rowIdsById = this.repo.rowIdsOf(memoryIds);
     const gone = memoryIds.filter((id) => !rowIdsById.has(id));
-    const rowIds = [...rowIdsById.values()];
+    const rowIds = [...rowIdsById.values()].sort((a, b) => a - b);
     const vectors = ix ? this.repo.vectors(rowIds, ix.quantization) : new Map<number, Float32Array>();
     const sources = new Map(this.repo.sources(rowIds).map((r) => [r.rowId, r]));
-    let upserted = 0;
+    const upserts = rowIds
+      .filter((id) => vectors.has(id) && sources.has(id))
+      .map((rowId) => ({ rowId, apiKeyId: sources.get(rowId)!.apiKeyId, vector: vectors.get(rowId)!, contentHash: '' }));
     const noVector = rowIds.filter((id) => !vectors.has(id));
-    if (ix && vectors.size) {
-      const res = await this.upsert(
-        [...vectors.entries()].map(([rowId, vector]) => ({ rowId, apiKeyId: sources.get(rowId)!.apiKeyId, vector, contentHash: '' })),
-        ix.signature,
-      );
-      upserted = res.stored;
+    const h = crypto.createHash('sha256').update(JSON.stringify([ix?.signature ?? null, gone, noVector]));
+    for (const u of upserts) {
+      h.update(JSON.stringify(payloadOf(sources.get(u.rowId)!)));
+      h.update(Buffer.from(u.vector.buffer, u.vector.byteOffset, u.vector.byteLength));
     }
-    const targets = await this.writeTargets();
-    for (const collection of targets) {
-      if (noVector.length) await this.deleteFrom(collection, noVector);
-      if (gone.length) await this.deleteWhere(collection, { must: [{ key: 'memoryId', match: { any: gone } }] });
+    return { signature: ix?.signature ?? null, upserts, noVector, gone, fingerprint: h.digest('hex') };
+  }
+
+  private async applySyncPlan(plan: ReturnType<QdrantVectorStore['syncPlan']>): Promise<number> {
+    let upserted = 0;
+    if (plan.signature && plan.upserts.length) upserted = (await this.upsert(plan.upserts, plan.signature)).stored;
+    for (const collection of await this.writeTargets()) {
+      if (plan.noVector.length) await this.deleteFrom(collection, plan.noVector);
+      if (plan.gone.length) await this.deleteWhere(collection, { must: [{ key: 'memoryId', match: { any: plan.gone } }] });
     }
-    return { upserted, removed: noVector.length + gone.length };
+    return upserted;
   }
 
   /**

@@ -208,6 +208,11 @@ class QdrantHttpError extends Error {
 }
 
 export async function startFakeQdrant(opts: { apiKey?: string } = {}): Promise<FakeQdrant> {
+  // Compile every validator up front, so the first requests are not slowed by schema compilation.
+  for (const r of ROUTES) {
+    if (r.body) qdrantSchema(r.body);
+    responseSchema(r.template, r.method);
+  }
   const collections = new Map<string, Collection>();
   const aliases = new Map<string, string>();
   const requests: RecordedQdrantRequest[] = [];
