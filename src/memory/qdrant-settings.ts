@@ -116,7 +116,9 @@ export class QdrantSettingsService {
     private readonly env: Env,
   ) {}
 
-  get(): QdrantSettings {
+  /** The settings in effect; `fresh` bypasses the short settings cache (jobs: another process may just have changed them). */
+  get(fresh = false): QdrantSettings {
+    if (fresh) this.settings.memoryFresh();
     return normalizeQdrantSettings(this.settings.raw(), this.env);
   }
 
@@ -167,8 +169,9 @@ export class QdrantSettingsService {
     return this.settings.memory().vectorStore === 'qdrant' && c.enabled && c.url !== null;
   }
 
-  /** Qdrant receives writes (enabled with a host), whatever the retrieval tier. */
-  syncing(): boolean {
+  /** Qdrant receives writes (enabled with a host), whatever the retrieval tier; `fresh` reads SQLite now. */
+  syncing(fresh = false): boolean {
+    if (fresh) this.settings.memoryFresh();
     const c = this.config();
     return c.enabled && c.url !== null;
   }

@@ -46,7 +46,7 @@ export class QdrantSyncService {
 
   /** Queues qdrant-sync for these memories when Qdrant receives writes (through the outbox when Redis is down). */
   async enqueueSync(memoryIds: string[]): Promise<number> {
-    if (memoryIds.length === 0 || !this.d.qdrantSettings.syncing()) return 0;
+    if (memoryIds.length === 0 || !this.d.qdrantSettings.syncing(true)) return 0;
     const unique = [...new Set(memoryIds)];
     let jobs = 0;
     for (let i = 0; i < unique.length; i += SYNC_CHUNK) {
@@ -68,7 +68,7 @@ export class QdrantSyncService {
 
   /** The qdrant-sync job. */
   async sync(memoryIds: string[]): Promise<Record<string, unknown>> {
-    if (!this.d.qdrantSettings.syncing()) return { skipped: 'qdrant_disabled' };
+    if (!this.d.qdrantSettings.syncing(true)) return { skipped: 'qdrant_disabled' };
     return this.d.qdrant.syncMemories(memoryIds);
   }
 
@@ -100,7 +100,7 @@ export class QdrantSyncService {
    */
   async backfill(data: JobData<'qdrant-backfill'>, hooks: BackfillHooks): Promise<BackfillProgress> {
     const { qdrant, log } = this.d;
-    if (!this.d.qdrantSettings.syncing()) return { phase: 'skipped', done: 0, total: 0, failed: 0, reason: 'Qdrant is not enabled' };
+    if (!this.d.qdrantSettings.syncing(true)) return { phase: 'skipped', done: 0, total: 0, failed: 0, reason: 'Qdrant is not enabled' };
     const current = qdrant.currentCollection();
     if (!current) return { phase: 'skipped', done: 0, total: 0, failed: 0, reason: 'no vector index yet (the reindex job builds it, then backfills)' };
     // A checkpoint for another signature (the model changed meanwhile) starts over.
@@ -132,7 +132,7 @@ export class QdrantSyncService {
 
   /** After a reindex finished: copy the (new) vectors into Qdrant and switch the alias once complete. */
   async afterReindex(): Promise<string | null> {
-    if (!this.d.qdrantSettings.syncing()) return null;
+    if (!this.d.qdrantSettings.syncing(true)) return null;
     const r = await this.d.queues.enqueue('qdrant-backfill', { reason: 'reindex' });
     return r.jobId;
   }
@@ -144,7 +144,7 @@ export class QdrantSyncService {
    */
   async cleanup(batchSize: number, hooks: Pick<JobHooks, 'progress' | 'checkpoint'>): Promise<Record<string, unknown>> {
     const { qdrant } = this.d;
-    if (!this.d.qdrantSettings.syncing()) return { phase: 'skipped', reason: 'Qdrant is not enabled', deletedCount: 0 };
+    if (!this.d.qdrantSettings.syncing(true)) return { phase: 'skipped', reason: 'Qdrant is not enabled', deletedCount: 0 };
     const collections = await qdrant.writeTargets();
     const nowUnix = Math.floor(Date.now() / 1000);
     const expiredFilter = { must: [{ key: 'kind', match: { value: QDRANT_POINT_KIND } }, { key: 'expiresAtUnix', range: { lte: nowUnix } }] };

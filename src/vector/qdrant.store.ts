@@ -134,6 +134,7 @@ export class QdrantVectorStore implements VectorStore {
   private client: { key: string; client: QdrantClient } | null = null;
   private aliasCache: { at: number; base: string; target: string | null } | null = null;
   private readonly ensured = new Set<string>();
+  private readonly ensuring = new Map<string, Promise<string>>();
   private lastSignature: string | null = null;
 
   constructor(
@@ -232,6 +233,16 @@ export class QdrantVectorStore implements VectorStore {
   async ensureCollection(signature: string, dim: number): Promise<string> {
     const name = this.collectionFor(signature);
     if (this.ensured.has(name)) return name;
+    // Concurrent jobs of this process share one bootstrap; other processes are handled by the 409s below.
+    let p = this.ensuring.get(name);
+    if (!p) {
+      p = this.bootstrap(name, dim).finally(() => this.ensuring.delete(name));
+      this.ensuring.set(name, p);
+    }
+    return p;
+  }
+
+  private async bootstrap(name: string, dim: number): Promise<string> {
     const cfg = this.config();
     const exists = await this.call('collection lookup', (c) => c.collectionExists(name));
     if (!exists.exists) {
@@ -262,7 +273,14 @@ export class QdrantVectorStore implements VectorStore {
       const width = await this.collectionDim(name);
       if (width !== null && width !== dim) throw new VectorUnavailableError('dimension_mismatch', `Qdrant collection ${name} has ${width} dimensions, the embedding has ${dim}`);
     }
-    if ((await this.aliasTarget(true)) === null) await this.switchAlias(name);
+    if ((await this.aliasTarget(true)) === null) {
+      try {
+        await this.switchAlias(name);
+      } catch (err) {
+        // Another process created the alias first: that is the bootstrap we wanted.
+        if ((await this.aliasTarget(true)) === null) throw err;
+      }
+    }
     this.ensured.add(name);
     return name;
   }

@@ -251,6 +251,7 @@ export async function startFakeQdrant(opts: { apiKey?: string } = {}): Promise<F
             const { collection_name, alias_name } = a.create_alias as { collection_name: string; alias_name: string };
             if (!collections.has(collection_name)) throw new QdrantHttpError(404, `Not found: Collection \`${collection_name}\` doesn't exist!`);
             if (collections.has(alias_name)) throw new QdrantHttpError(400, `Wrong input: Collection \`${alias_name}\` already exists!`);
+            if (next.has(alias_name)) throw new QdrantHttpError(409, `Wrong input: Alias \`${alias_name}\` already exists!`);
             next.set(alias_name, collection_name);
           } else if (a.delete_alias) {
             const { alias_name } = a.delete_alias as { alias_name: string };

@@ -11,7 +11,7 @@ import { memoryInput } from '../factories';
 import { startFakeQdrant, type FakeQdrant } from '../helpers/fake-qdrant';
 import { TEST_TOKEN, silentLog, tempDir, testEnv } from '../helpers/env';
 import { openStorage } from '../../src/services';
-import { shareTypedArraysWithNative, topicModelSpec, writeModel2VecFolder } from '../helpers/model-fixtures';
+import { shareTypedArraysWithNative, topicModelSpec, writeModel2VecFolder, writeTransformersModel } from '../helpers/model-fixtures';
 import { waitUntil } from '../helpers/wait';
 
 shareTypedArraysWithNative();
@@ -30,7 +30,8 @@ describe('Qdrant tier end to end: settings, dual-write jobs, retrieval fallback,
   let w: RunningWorker;
   const dir = tempDir('models');
   const staticFolder = writeModel2VecFolder(path.join(dir, 'static16'), topicModelSpec(16, 50));
-  const env = testEnv({ MEMORY_STATIC_MODEL: staticFolder, REPAIR_SWEEP_EVERY_MS: '0', EXPIRE_EVERY_MS: '0', QDRANT_SEARCH_TIMEOUT_MS: '2000', QDRANT_TIMEOUT_MS: '3000' });
+  const transformersFolder = writeTransformersModel(path.join(dir, 'tf24'), topicModelSpec(24, 50));
+  const env = testEnv({ MEMORY_STATIC_MODEL: staticFolder, MEMORY_TRANSFORMERS_MODEL: transformersFolder, REPAIR_SWEEP_EVERY_MS: '0', EXPIRE_EVERY_MS: '0', QDRANT_SEARCH_TIMEOUT_MS: '2000', QDRANT_TIMEOUT_MS: '3000' });
 
   beforeAll(async () => {
     fake = await startFakeQdrant({ apiKey: QDRANT_KEY });
@@ -40,6 +41,7 @@ describe('Qdrant tier end to end: settings, dual-write jobs, retrieval fallback,
     w = await startWorker(env, capture());
   });
   afterAll(async () => {
+    if (process.env.QDRANT_TEST_LOG) require('node:fs').writeFileSync(process.env.QDRANT_TEST_LOG, lines.join(''));
     await w.stop();
     await ctx.jobEvents.close();
     await ctx.retrieval.close?.();
@@ -198,8 +200,24 @@ describe('Qdrant tier end to end: settings, dual-write jobs, retrieval fallback,
     expect(job.returnvalue).toMatchObject({ phase: 'done', expired: 1, orphans: 1, deletedCount: 2 });
     expect(fake.points(target).length).toBe(before - 2);
 
+    const status = await request(app).get('/api/memory/engine-status').set(auth);
+    expect(status.body.qdrant).toEqual({ enabled: true, healthy: true, latencyMs: expect.any(Number), error: null });
+
     const models = await request(app).get('/api/settings/qdrant/embedding-models').set(auth);
     expect(models.body.models).toEqual(expect.arrayContaining([{ value: 'openai/text-embedding-3-small', label: expect.any(String) }]));
+  });
+
+  it('a model change: the reindex job rebuilds sqlite-vec, then a backfill fills a new collection and switches the alias; the old collection is dropped', async () => {
+    const oldCollection = collection()!;
+    await request(app).put('/api/settings/memory').set(auth).send({ embeddingSource: 'transformers', transformersEnabled: true }).expect(200);
+    await waitUntil(() => ctx.vectors.stats().signature === `transformers:${transformersFolder}:24` && ctx.vectors.stats().needsReindex === 0, 30_000, 'reindexed');
+    const newCollection = physicalCollectionName('engram_memory', `transformers:${transformersFolder}:24`);
+    await waitUntil(() => collection() === newCollection && !fake.collections.has(oldCollection), 30_000, 'alias switched and old collection dropped');
+    expect(fake.collections.get(newCollection)!.size).toBe(24);
+    expect(fake.points(newCollection).length).toBe(ctx.vectors.stats().rowCount);
+    const after = await preview('cat');
+    await waitUntil(async () => (await preview('cat')).body.resolution.vectorStore === 'qdrant', 10_000, 'qdrant serves the new model');
+    expect(after.status).toBe(200);
   });
 
   it('backfill of 5,000 pre-existing rows: 202 with a job id, 409 while it runs, progress to 100%, resumes after the worker is stopped mid-way', async () => {
@@ -210,7 +228,7 @@ describe('Qdrant tier end to end: settings, dual-write jobs, retrieval fallback,
     const direct = openStorage(env, silentLog());
     const changes = direct.memory.upsertMany(inputs, { source: 'api' }, 'import');
     direct.vectors.upsertMany(
-      changes.map((c, i) => ({ rowId: c.memory.rowId, apiKeyId: c.memory.apiKeyId, vector: new Float32Array(16).map((_, j) => ((i * 7 + j * 13) % 17) + 1), contentHash: c.memory.contentHash })),
+      changes.map((c, i) => ({ rowId: c.memory.rowId, apiKeyId: c.memory.apiKeyId, vector: new Float32Array(ctx.vectors.stats().activeDim!).map((_, j) => ((i * 7 + j * 13) % 17) + 1), contentHash: c.memory.contentHash })),
       sig,
     );
     direct.db.close();

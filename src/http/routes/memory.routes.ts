@@ -111,7 +111,12 @@ export function memoryRoutes(ctx: ApiContext): Router {
     }),
   );
 
-  r.get('/engine-status', handle({}, () => engineStatus({ ...ctx, fts: ctx.db.db, vecError: ctx.db.vecError })));
+  r.get(
+    '/engine-status',
+    handle({}, async () =>
+      engineStatus({ ...ctx, fts: ctx.db.db, vecError: ctx.db.vecError, qdrantHealth: ctx.qdrantSettings.syncing(true) ? await ctx.qdrant.details() : null }),
+    ),
+  );
 
   r.get('/embedding-providers', handle({}, () => ({ providers: listEmbeddingProviders(ctx.env) })));
 

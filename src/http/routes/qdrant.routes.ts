@@ -26,9 +26,9 @@ export function qdrantSettingsRoutes(ctx: ApiContext): Router {
   r.put(
     '/',
     handle({ body: qdrantSettingsUpdateSchema }, ({ body }) => {
-      const wasSyncing = ctx.qdrantSettings.syncing();
+      const wasSyncing = ctx.qdrantSettings.syncing(true);
       const out = ctx.qdrantSettings.update(body);
-      if (!wasSyncing && ctx.qdrantSettings.syncing()) ctx.log.info('qdrant enabled; POST /api/memory/qdrant/backfill copies existing memories');
+      if (!wasSyncing && ctx.qdrantSettings.syncing(true)) ctx.log.info('qdrant enabled; POST /api/memory/qdrant/backfill copies existing memories');
       return out;
     }),
   );
@@ -64,7 +64,7 @@ export function qdrantSettingsRoutes(ctx: ApiContext): Router {
   r.post(
     '/cleanup',
     handle({ body: cleanupBody }, async ({ body }, _req, res) => {
-      if (!ctx.qdrantSettings.syncing()) throw new AppError(409, 'conflict', 'Qdrant is not enabled');
+      if (!ctx.qdrantSettings.syncing(true)) throw new AppError(409, 'conflict', 'Qdrant is not enabled');
       const job = await ctx.queues.enqueue('qdrant-cleanup', body.batchSize ? { batchSize: body.batchSize } : {});
       res.status(202);
       return { jobId: job.jobId, queue: job.queue, via: job.via };
@@ -86,7 +86,7 @@ export function qdrantMemoryRoutes(ctx: ApiContext): Router {
   r.post(
     '/backfill',
     handle({ body: z.strictObject({}) }, async (_input, _req, res) => {
-      if (!ctx.qdrantSettings.syncing()) throw new AppError(409, 'conflict', 'Qdrant is not enabled (PUT /api/settings/qdrant {"enabled": true, "host": …})');
+      if (!ctx.qdrantSettings.syncing(true)) throw new AppError(409, 'conflict', 'Qdrant is not enabled (PUT /api/settings/qdrant {"enabled": true, "host": …})');
       const r2 = await ctx.qdrantSync.requestBackfill('api');
       if (r2.existing) throw conflict('A Qdrant backfill is already running', { jobId: r2.jobId });
       res.status(202);
