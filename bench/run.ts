@@ -2,6 +2,7 @@ import { runWinkModelCheck } from './build-wink-model';
 import { runEmbeddingBench } from './embedding.bench';
 import { runJobsBench } from './jobs.bench';
 import { runProxyBench } from './proxy.bench';
+import { runQdrantBench } from './qdrant.bench';
 import { runQualityBench } from './quality.bench';
 import { runRetrievalBench } from './retrieval.bench';
 import { runRrfWeightBench } from './rrf-weights.bench';
@@ -23,6 +24,7 @@ export const BENCHES: Bench[] = [
   { name: 'quality', title: 'Retrieval quality on labelled chat sets vs BM25 / cosine / RRF references (issue #10)', run: runQualityBench },
   { name: 'jobs', title: 'Worker throughput and repair-sweep', run: runJobsBench },
   { name: 'proxy', title: 'Chat proxy added latency', run: runProxyBench },
+  { name: 'qdrant', title: 'Qdrant tier: search p50 through the store vs sqlite-vec KNN, backfill rows/s (against the fake Qdrant)', run: runQdrantBench },
 ];
 
 /** Runs the named benches (all when none are named) in sequence, each under a heading; figures are printed, never asserted. Arguments starting with `--` are options a bench reads itself (e.g. `quality --sets=gen-na`). */
