@@ -509,16 +509,9 @@ export class QdrantVectorStore implements VectorStore {
     if (!ix || ix.signature !== signature) throw new VectorUnavailableError('signature_mismatch', `sqlite-vec now holds ${ix?.signature ?? 'no index'}, not ${signature}`);
     const rowIds = this.repo.rowIdPage(afterRowId, limit);
     if (rowIds.length === 0) return { rows: 0, stored: 0, lastRowId: afterRowId };
-    const vectors = this.repo.vectors(rowIds, ix.quantization);
-    const sources = new Map(this.repo.sources(rowIds).map((r) => [r.rowId, r]));
-    const withVector = rowIds.filter((id) => vectors.has(id) && sources.has(id));
-    const res = await this.upsert(
-      withVector.map((rowId) => ({ rowId, apiKeyId: sources.get(rowId)!.apiKeyId, vector: vectors.get(rowId)!, contentHash: '' })),
-      signature,
-    );
-    const without = rowIds.filter((id) => !vectors.has(id));
-    if (without.length) await this.deleteFrom(this.collectionFor(signature), without);
-    return { rows: rowIds.length, stored: res.stored, lastRowId: rowIds[rowIds.length - 1]! };
+    // The same read-write-verify as qdrant-sync: a sync or an embed racing this page cannot be undone by it.
+    const res = await this.syncMemories([...this.repo.idsOf(rowIds).values()]);
+    return { rows: rowIds.length, stored: res.upserted, lastRowId: rowIds[rowIds.length - 1]! };
   }
 
   /** How many memories a backfill from `afterRowId` still has to page through. */

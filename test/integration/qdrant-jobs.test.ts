@@ -41,7 +41,6 @@ describe('Qdrant tier end to end: settings, dual-write jobs, retrieval fallback,
     w = await startWorker(env, capture());
   });
   afterAll(async () => {
-    if (process.env.QDRANT_TEST_LOG) require('node:fs').writeFileSync(process.env.QDRANT_TEST_LOG, lines.join(''));
     await w.stop();
     await ctx.jobEvents.close();
     await ctx.retrieval.close?.();
@@ -178,6 +177,7 @@ describe('Qdrant tier end to end: settings, dual-write jobs, retrieval fallback,
     expect(h.body).toMatchObject({ ok: true, collectionExists: true, aliasTarget: collection(), dimension: 16, expectedDimension: 16, latencyMs: expect.any(Number) });
     expect(h.body.pointCount).toBe(fake.points('engram_memory').length);
 
+    expect(fake.points('engram_memory').filter((p) => p.payload.apiKeyId === 'tenant-b').map((p) => p.payload.content)).toEqual(['my cat is a tabby']);
     const s = await request(app).post('/api/settings/qdrant/search').set(auth).send({ query: 'cat', apiKeyId: 'tenant-b', topK: 100 });
     expect(s.status).toBe(200);
     expect(s.body.ok).toBe(true);

@@ -171,6 +171,35 @@ describe('QdrantVectorStore against a fake Qdrant checked with Qdrant\'s OpenAPI
     s.close();
   });
 
+  it('a backfill page that read a row before its vector existed cannot delete the point a racing sync just wrote', async () => {
+    const { s, build } = setup(fake);
+    const sig = build('m1');
+    const m = s.memory.upsertMany([memoryInput({ apiKeyId: 'tenant-a' })], ctx)[0]!.memory;
+    const seed = s.memory.upsertMany([memoryInput({ apiKeyId: 'tenant-a' })], ctx)[0]!.memory;
+    s.vectors.upsertOne(seed.rowId, seed.apiKeyId, vec(0, 0, 1, 0), seed.contentHash);
+    await s.qdrant.syncMemories([seed.id]);
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let holding = true;
+    fake.beforeAnswer = async (req) => {
+      if (holding && req.path.endsWith('/points/delete')) {
+        holding = false;
+        await held;
+      }
+    };
+    // The page reads m without a vector and asks Qdrant to delete its point; that request is held...
+    const page = s.qdrant.backfillPage(sig, 0, 10);
+    await waitUntil(() => !holding, 5000, 'the backfill is deleting');
+    // ...while the embed writes m's vector and its sync upserts the point.
+    s.vectors.upsertOne(m.rowId, m.apiKeyId, vec(1, 0, 0, 0), m.contentHash);
+    await s.qdrant.syncMemories([m.id]);
+    release();
+    await page;
+    fake.beforeAnswer = null;
+    expect(fake.points('engram_memory').find((p) => p.id === m.rowId)).toMatchObject({ vector: [1, 0, 0, 0] });
+    s.close();
+  });
+
   it('a collection whose width differs from the active embedding makes health fail with a reason that says so; Qdrant refuses wrong-width vectors', async () => {
     const { s, build, create } = setup(fake);
     const sig = build('m1');
