@@ -9,6 +9,7 @@ import { physicalCollectionName } from '../../src/vector/qdrant.store';
 import { startWorker, type RunningWorker } from '../../workers/main';
 import { memoryInput } from '../factories';
 import { startFakeQdrant, type FakeQdrant } from '../helpers/fake-qdrant';
+import { startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream';
 import { TEST_TOKEN, silentLog, tempDir, testEnv } from '../helpers/env';
 import { openStorage } from '../../src/services';
 import { shareTypedArraysWithNative, topicModelSpec, writeModel2VecFolder, writeTransformersModel } from '../helpers/model-fixtures';
@@ -31,9 +32,13 @@ describe('Qdrant tier end to end: settings, dual-write jobs, retrieval fallback,
   const dir = tempDir('models');
   const staticFolder = writeModel2VecFolder(path.join(dir, 'static16'), topicModelSpec(16, 50));
   const transformersFolder = writeTransformersModel(path.join(dir, 'tf24'), topicModelSpec(24, 50));
-  const env = testEnv({ MEMORY_STATIC_MODEL: staticFolder, MEMORY_TRANSFORMERS_MODEL: transformersFolder, REPAIR_SWEEP_EVERY_MS: '0', EXPIRE_EVERY_MS: '0', QDRANT_SEARCH_TIMEOUT_MS: '2000', QDRANT_TIMEOUT_MS: '3000' });
+  let upstream: FakeUpstream;
+  let env: ReturnType<typeof testEnv>;
+  const envOf = (upstreamUrl: string) => testEnv({ UPSTREAM_BASE_URL: `${upstreamUrl}/v1`, MEMORY_STATIC_MODEL: staticFolder, MEMORY_TRANSFORMERS_MODEL: transformersFolder, REPAIR_SWEEP_EVERY_MS: '0', EXPIRE_EVERY_MS: '0', QDRANT_SEARCH_TIMEOUT_MS: '1000', QDRANT_TIMEOUT_MS: '3000' });
 
   beforeAll(async () => {
+    upstream = await startFakeUpstream();
+    env = envOf(upstream.url);
     fake = await startFakeQdrant({ apiKey: QDRANT_KEY });
     ctx = buildApiContext(env, capture());
     app = createApp(ctx, new Metrics('api'));
@@ -47,6 +52,7 @@ describe('Qdrant tier end to end: settings, dual-write jobs, retrieval fallback,
     await ctx.queues.close();
     ctx.db.close();
     await fake.close();
+    await upstream.close();
     expect(fake.schemaErrors).toEqual([]);
     // The key went to Qdrant in its header, and nowhere else.
     expect(fake.requests.some((r) => r.apiKey === QDRANT_KEY)).toBe(true);
@@ -155,6 +161,29 @@ describe('Qdrant tier end to end: settings, dual-write jobs, retrieval fallback,
     const text = await metrics.registry.metrics();
     expect(text).toMatch(/engram_retrieval_qdrant_fallback_total\{reason="unhealthy",role="api"\} [1-9]/);
     expect(text).toMatch(/engram_retrieval_qdrant_fallback_total\{reason="timeout",role="api"\} [1-9]/);
+  });
+
+  it('a chat while Qdrant hangs still gets its memories (from sqlite-vec, inside the memory phase) and never fails', async () => {
+    await request(app).put('/api/settings/memory').set(auth).send({ enabled: true }).expect(200);
+    const key = ctx.apiKeys.create('chat');
+    const m = await post('my cat loves tuna', 'cat-food', key.id);
+    await waitUntil(() => pointOf(rowIdOf(m.id)), 10_000, 'point written');
+    const chat = () =>
+      request(app)
+        .post('/v1/chat/completions')
+        .set('authorization', `Bearer ${key.key}`)
+        .send({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'what does my cat eat?' }] });
+    const healthy = await chat();
+    expect(healthy.status).toBe(200);
+    expect(healthy.headers['x-memory-status']).toBe('injected');
+    fake.mode = 'hang';
+    const r = await chat();
+    fake.mode = 'up';
+    expect(r.status).toBe(200);
+    // Injected, not degraded: the Qdrant search gave up inside the 1.5 s memory phase and sqlite-vec answered.
+    expect(r.headers['x-memory-status']).toBe('injected');
+    expect(JSON.stringify(upstream.requests[upstream.requests.length - 1]!.body)).toContain('my cat loves tuna');
+    await request(app).put('/api/settings/memory').set(auth).send({ enabled: false }).expect(200);
   });
 
   it('sync jobs retry while Qdrant is down and converge once it returns', async () => {
