@@ -320,7 +320,9 @@ export class QdrantVectorStore implements VectorStore {
   async staleCollections(keep: string): Promise<string[]> {
     const base = this.config().collection;
     const all = await this.call('collection list', (c) => c.getCollections());
-    return all.collections.map((c) => c.name).filter((n) => n !== keep && n.startsWith(`${base}_`));
+    // Only names physicalCollectionName makes for this base (`<base>_<slug>_<hash8>`): never someone else's collection.
+    const ours = new RegExp(`^${base.replace(/[.*+?^${}()|[\]\\-]/g, '\\$&')}_[A-Za-z0-9_-]+_[0-9a-f]{8}$`);
+    return all.collections.map((c) => c.name).filter((n) => n !== keep && ours.test(n));
   }
 
   /**

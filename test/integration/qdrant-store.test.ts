@@ -297,6 +297,10 @@ describe('QdrantVectorStore against a fake Qdrant checked with Qdrant\'s OpenAPI
       .map((x) => x.id);
     expect(expectedNew).not.toEqual(oldAnswer);
 
+    // Someone else's collection that merely shares the prefix must survive the cleanup of old collections.
+    const headers = { 'content-type': 'application/json', 'api-key': 'qdrant-secret-key-0123456789' };
+    await fetch(`${fake.url}/collections/engram_memory_reports`, { method: 'PUT', headers, body: JSON.stringify({ vectors: { size: 3, distance: 'Dot' } }) });
+
     const answers: string[][] = [];
     let running = true;
     const searching = (async () => {
@@ -309,7 +313,7 @@ describe('QdrantVectorStore against a fake Qdrant checked with Qdrant\'s OpenAPI
 
     expect(second).toMatchObject({ phase: 'done', done: 300, switchedFrom: oldCollection, dropped: [oldCollection] });
     expect(fake.aliases.get('engram_memory')).toBe(physicalCollectionName('engram_memory', sig2));
-    expect([...fake.collections.keys()]).toEqual([physicalCollectionName('engram_memory', sig2)]);
+    expect([...fake.collections.keys()].sort()).toEqual([physicalCollectionName('engram_memory', sig2), 'engram_memory_reports'].sort());
     expect(answers.length).toBeGreaterThan(5);
     const kinds = answers.map((a) => (JSON.stringify(a) === JSON.stringify(oldAnswer) ? 'old' : JSON.stringify(a) === JSON.stringify(expectedNew) ? 'new' : `mixed:${JSON.stringify(a)}`));
     expect(kinds.filter((k) => k !== 'old' && k !== 'new')).toEqual([]);
