@@ -265,6 +265,13 @@ describe('QdrantVectorStore against a fake Qdrant checked with Qdrant\'s OpenAPI
       body: JSON.stringify({ exact: true }),
     });
     expect(res.status).toBe(404);
+    // Qdrant accepts a filter on a payload key no point has (and no index covers): it simply matches nothing.
+    const a = s.memory.upsertMany([memoryInput({ apiKeyId: 'tenant-a' })], ctx)[0]!.memory;
+    s.vectors.upsertOne(a.rowId, a.apiKeyId, vec(1, 0, 0, 0), a.contentHash);
+    await s.qdrant.syncMemories([a.id]);
+    const target = fake.aliases.get('engram_memory')!;
+    expect(await s.qdrant.countWhere(target, { must: [{ key: 'noSuchKey', match: { value: 'x' } }] })).toBe(0);
+    expect(await s.qdrant.countWhere(target, { must_not: [{ key: 'noSuchKey', match: { value: 'x' } }] })).toBe(1);
     s.close();
   });
 
