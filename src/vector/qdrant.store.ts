@@ -135,7 +135,6 @@ export class QdrantVectorStore implements VectorStore {
   private aliasCache: { at: number; base: string; target: string | null } | null = null;
   private readonly ensured = new Set<string>();
   private readonly ensuring = new Map<string, Promise<string>>();
-  private lastSignature: string | null = null;
 
   constructor(
     db: Db,
@@ -214,9 +213,10 @@ export class QdrantVectorStore implements VectorStore {
     return physicalCollectionName(this.config().collection, qdrantSignature(signature));
   }
 
-  /** The signature whose collection the alias names, when it is the one sqlite-vec holds; null otherwise (last known value). */
+  /** sqlite-vec's signature when the alias (as last looked up) names its collection; null otherwise. */
   activeSignature(): string | null {
-    return this.lastSignature;
+    const sig = this.sqlite.activeSignature();
+    return sig && this.aliasCache?.target === this.collectionFor(sig) ? sig : null;
   }
 
   signatureFor(resolution: SignatureInput): string | null {
@@ -407,7 +407,6 @@ export class QdrantVectorStore implements VectorStore {
       if (wanted !== target) {
         throw new VectorUnavailableError('signature_mismatch', `the Qdrant alias names ${target}, not the collection of the current embedding (${wanted})`);
       }
-      this.lastSignature = q.filter.signature;
     }
     const nowUnix = Math.floor(Date.parse(q.filter.nowIso) / 1000);
     const must: Record<string, unknown>[] = [

@@ -241,7 +241,7 @@ export async function startFakeQdrant(opts: { apiKey?: string; validate?: boolea
 
   const upd = () => ({ operation_id: Math.floor(Math.random() * 1e6), status: 'completed' });
 
-  const handlers = (r: Route, name: string, body: Json, query: URLSearchParams): unknown => {
+  const handlers = (r: Route, name: string, body: Json): unknown => {
     switch (`${r.method} ${r.template}`) {
       case 'GET /aliases':
         return { aliases: [...aliases.entries()].map(([alias_name, collection_name]) => ({ alias_name, collection_name })) };
@@ -354,7 +354,6 @@ export async function startFakeQdrant(opts: { apiKey?: string; validate?: boolea
           .filter((x) => body.score_threshold === undefined || body.score_threshold === null || x.score >= (body.score_threshold as number))
           .sort((a, b) => b.score - a.score)
           .slice(0, limit);
-        void query;
         return { points: scored.map(({ p, score }) => ({ id: p.id, version: 1, score, payload: body.with_payload ? p.payload : null })) };
       }
       default:
@@ -428,7 +427,7 @@ export async function startFakeQdrant(opts: { apiKey?: string; validate?: boolea
         const name = decodeURIComponent(route.re.exec(url.pathname)?.[1] ?? '');
         const started = process.hrtime.bigint();
         try {
-          const result = handlers(route, name, (body ?? {}) as Json, url.searchParams);
+          const result = handlers(route, name, (body ?? {}) as Json);
           const answer = { usage: null, time: Number(process.hrtime.bigint() - started) / 1e9, status: 'ok', result };
           rec.serverMs = answer.time * 1000;
           const check = validating ? responseSchema(route.template, route.method) : null;

@@ -55,6 +55,7 @@ describe('QdrantVectorStore against a fake Qdrant checked with Qdrant\'s OpenAPI
     const name = physicalCollectionName('engram_memory', sig);
     expect([...fake.collections.keys()]).toEqual([name]);
     expect(fake.aliases.get('engram_memory')).toBe(name);
+    expect(s.qdrant.activeSignature()).toBe(sig);
     const c = fake.collections.get(name)!;
     expect({ size: c.size, distance: c.distance }).toEqual({ size: DIM, distance: 'Cosine' });
     expect(c.indexes.get('apiKeyId')).toEqual({ type: 'keyword', is_tenant: true });
