@@ -2,6 +2,7 @@ import { runWinkModelCheck } from './build-wink-model';
 import { runEmbeddingBench } from './embedding.bench';
 import { runJobsBench } from './jobs.bench';
 import { runProxyBench } from './proxy.bench';
+import { runQdrantBench } from './qdrant.bench';
 import { runQualityBench } from './quality.bench';
 import { runRetrievalBench } from './retrieval.bench';
 import { runRrfWeightBench } from './rrf-weights.bench';
@@ -25,6 +26,7 @@ export const BENCHES: Bench[] = [
   { name: 'jobs', title: 'Worker throughput and repair-sweep', run: runJobsBench },
   { name: 'proxy', title: 'Chat proxy added latency', run: runProxyBench },
   { name: 'transfer', title: 'Import (50k NDJSON rows, worker job) and export (200k rows): rows/s and peak RSS', run: runTransferBench },
+  { name: 'qdrant', title: 'Qdrant tier: search p50 through the store vs sqlite-vec KNN, backfill rows/s (against the fake Qdrant)', run: runQdrantBench },
 ];
 
 /** Runs the named benches (all when none are named) in sequence, each under a heading; figures are printed, never asserted. Arguments starting with `--` are options a bench reads itself (e.g. `quality --sets=gen-na`). */

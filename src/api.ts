@@ -9,6 +9,7 @@ import { loadEnv, type Env } from './config/env';
 import type { ApiContext } from './http/api-context';
 import { openServices } from './services';
 import { rerankerFromEnv } from './memory/rerank';
+import { registerQdrantFallbackMetric } from './memory/qdrant-metrics';
 import { RetrievalService } from './memory/retrieval.service';
 import { createApp } from './http/app';
 import { createLogger, type Logger } from './logger';
@@ -81,6 +82,7 @@ export function watchRedisForRepair(ctx: ApiContext): void {
 export async function startApi(env: Env, log: Logger, opts: { dbFile?: string; exit?: (code: number) => void } = {}): Promise<RunningApi> {
   const ctx = buildApiContext(env, log, opts);
   const metrics = new Metrics('api');
+  if (ctx.retrieval instanceof RetrievalService) registerQdrantFallbackMetric(metrics.registry, ctx.retrieval);
   const app = createApp(ctx, metrics);
   watchRedisForRepair(ctx);
 

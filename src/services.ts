@@ -6,6 +6,8 @@ import { EmbeddingService } from './embedding/embedding.service';
 import type { Logger } from './logger';
 import { MemoryReadCache } from './memory/read-cache';
 import { MemoryService } from './memory/memory.service';
+import { QdrantSettingsService } from './memory/qdrant-settings';
+import { QdrantSyncService } from './memory/qdrant-sync.service';
 import { ReindexService } from './memory/reindex.service';
 import { ExportService } from './memory/export.service';
 import { ImportService } from './memory/import.service';
@@ -15,6 +17,7 @@ import { SettingsService } from './memory/settings';
 import { QueueLayer } from './queue/queues';
 import { outboundPolicyFromEnv } from './net/url-policy';
 import type { RedisRole } from './queue/redis';
+import { QdrantVectorStore } from './vector/qdrant.store';
 import { SqliteVecStore } from './vector/sqlite-vec.store';
 
 /** What lives in the SQLite file: the memory store, settings and the sqlite-vec tier. */
@@ -23,6 +26,9 @@ export interface Storage {
   memory: MemoryService;
   settings: SettingsService;
   vectors: SqliteVecStore;
+  /** The Qdrant tier (used when enabled in the settings) and its settings. */
+  qdrant: QdrantVectorStore;
+  qdrantSettings: QdrantSettingsService;
 }
 
 /** The services both processes share: built once at boot, passed down explicitly. */
@@ -37,6 +43,7 @@ export interface Services extends Storage {
   summarize: SummarizeService;
   exporter: ExportService;
   importer: ImportService;
+  qdrantSync: QdrantSyncService;
 }
 
 /** Opens SQLite, applies migrations and builds the storage services; deleting a memory deletes its vector in the same transaction. */
@@ -52,7 +59,9 @@ export function openStorage(env: Env, log: Logger, file?: string): Storage {
   const settings = new SettingsService(db.db, env.SETTINGS_CACHE_TTL_MS);
   const vectors = new SqliteVecStore(db.db, { vecLoaded: db.vecLoaded, quantization: env.MEMORY_VEC_QUANTIZATION });
   memory.addHooks({ onDeleteInTx: (rowId) => vectors.deleteInTx(rowId) });
-  return { db, memory, settings, vectors };
+  const qdrantSettings = new QdrantSettingsService(settings, env);
+  const qdrant = new QdrantVectorStore(db.db, vectors, () => qdrantSettings.config());
+  return { db, memory, settings, vectors, qdrant, qdrantSettings };
 }
 
 /** Storage plus queues, embeddings and the reindex service, for the api or a worker process. */
@@ -60,10 +69,13 @@ export function openServices(env: Env, log: Logger, role: RedisRole, opts: { dbF
   const storage = openStorage(env, log, opts.dbFile);
   const queues = new QueueLayer(env, log, storage.db.db, role);
   const embedding = new EmbeddingService(env, { log });
-  const reindex = new ReindexService({ ...storage, embedding, queues, log });
+  const qdrantSync = new QdrantSyncService({ ...storage, queues, log });
+  // Updates and deletes reach Qdrant through qdrant-sync jobs (ids only; the outbox when Redis is down).
+  storage.memory.addHooks({ afterCommit: (changes) => qdrantSync.onChanges(changes) });
+  const reindex = new ReindexService({ ...storage, embedding, queues, log, qdrantSync });
   const backends = new BackendManager({ memory: storage.memory, settings: storage.settings, queues, policy: outboundPolicyFromEnv(env), log });
   const summarize = new SummarizeService({ ...storage, reindex, log, llm: new LlmSummarizer(env) });
   const exporter = new ExportService(storage.db.file, env.SQLITE_BUSY_TIMEOUT_MS);
   const importer = new ImportService({ db: storage.db.db, dataDir: env.DATA_DIR, memory: storage.memory, queues, log, maxBytes: env.IMPORT_MAX_BYTES });
-  return { env, log, ...storage, queues, embedding, reindex, backends, summarize, exporter, importer };
+  return { env, log, ...storage, queues, embedding, reindex, qdrantSync, backends, summarize, exporter, importer };
 }

@@ -3,6 +3,9 @@ import { backendSync } from './handlers/backend-sync.handler';
 import { embedMemory } from './handlers/embed-memory.handler';
 import { expireMemories } from './handlers/expire-memories.handler';
 import { extractFacts } from './handlers/extract-facts.handler';
+import { qdrantBackfill } from './handlers/qdrant-backfill.handler';
+import { qdrantCleanup } from './handlers/qdrant-cleanup.handler';
+import { qdrantSync } from './handlers/qdrant-sync.handler';
 import { recordAccess } from './handlers/record-access.handler';
 import { reindex } from './handlers/reindex.handler';
 import { repairSweep } from './handlers/repair-sweep.handler';
@@ -24,4 +27,7 @@ export const registry: Registry = {
   'compact-memories': compactMemories,
   'auto-compact': autoCompact,
   'import-memories': importMemories,
+  'qdrant-sync': qdrantSync,
+  'qdrant-backfill': qdrantBackfill,
+  'qdrant-cleanup': qdrantCleanup,
 };

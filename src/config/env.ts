@@ -127,6 +127,15 @@ export const envSchema = z.object({
   COMPACT_EVERY_MS: z.coerce.number().int().refine((n) => n === 0 || (n >= 1000 && n <= 86_400_000), 'expected 0 (off) or 1000-86400000').default(3_600_000),
   /** Timeout of one summary request to the upstream (summaryMode "llm"); on timeout the rule-based text is used. */
   SUMMARY_LLM_TIMEOUT_MS: int(30_000, 100, 600_000),
+  // Qdrant, the second vector tier (settings qdrant* win; these are the fallbacks, as in the original).
+  QDRANT_HOST: optionalString,
+  QDRANT_PORT: optionalString,
+  QDRANT_API_KEY: optionalString,
+  QDRANT_COLLECTION: optionalString,
+  /** Deadline of every Qdrant request made by jobs and health checks. */
+  QDRANT_TIMEOUT_MS: int(10_000, 100, 600_000),
+  /** Deadline of a Qdrant search on the request path (then retrieval falls back to sqlite-vec). */
+  QDRANT_SEARCH_TIMEOUT_MS: int(800, 50, 60_000),
 });
 
 export type Env = z.infer<typeof envSchema>;

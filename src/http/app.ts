@@ -15,6 +15,7 @@ import { keysRoutes } from './routes/keys.routes';
 import { mcpRoutes } from './routes/mcp.routes';
 import { memoryRoutes } from './routes/memory.routes';
 import { memoryTransferRoutes } from './routes/memory-transfer.routes';
+import { qdrantMemoryRoutes, qdrantSettingsRoutes } from './routes/qdrant.routes';
 import { settingsRoutes } from './routes/settings.routes';
 import { systemRoutes } from './routes/system.routes';
 import { jsonBody, routePattern } from './validate';
@@ -86,6 +87,8 @@ export function createApp(ctx: ApiContext, metrics: Metrics): Express {
   );
   // Before the CRUD router: /export, /summarize, /import are not memory ids.
   mount(app, '/api/memory', memoryTransferRoutes(ctx));
+  mount(app, '/api/memory/qdrant', qdrantMemoryRoutes(ctx));
+  mount(app, '/api/settings/qdrant', qdrantSettingsRoutes(ctx));
   mount(app, '/api/memory', memoryRoutes(ctx));
   mount(app, '/api/settings', settingsRoutes(ctx));
   mount(app, '/api/keys', keysRoutes(ctx));

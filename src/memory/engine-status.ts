@@ -13,6 +13,8 @@ export interface EngineStatusDeps {
   settings: SettingsService;
   embedding: EmbeddingService;
   vectors: SqliteVecStore;
+  /** Qdrant's health when it is enabled (null: disabled). */
+  qdrantHealth?: { ok: boolean; latencyMs: number | null; reason: string } | null;
 }
 
 /** The original's engine-status shape: keyword, embedding (with cache stats), vector store, qdrant, rerank. */
@@ -59,7 +61,9 @@ export function engineStatus(ctx: EngineStatusDeps) {
             ? `sqlite-vec active, dim=${vec.activeDim}`
             : `index built for ${vec.signature}; the current model is ${current}: reindex pending`,
     },
-    qdrant: { enabled: false, healthy: null, latencyMs: null, error: null },
+    qdrant: ctx.qdrantHealth
+      ? { enabled: true, healthy: ctx.qdrantHealth.ok, latencyMs: ctx.qdrantHealth.latencyMs, error: ctx.qdrantHealth.ok ? null : ctx.qdrantHealth.reason }
+      : { enabled: false, healthy: null, latencyMs: null, error: null },
     rerank: {
       enabled: settings.rerankEnabled,
       provider: settings.rerankProviderModel ? provider : null,

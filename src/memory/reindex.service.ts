@@ -24,6 +24,7 @@ export interface ReindexResult {
   signature?: string;
   rebuilt?: boolean;
   reason?: string;
+  qdrantBackfillJobId?: string;
 }
 
 /** Why the index does not match the embedding model in effect (null: it matches, or nothing can be built). */
@@ -46,6 +47,8 @@ export class ReindexService {
       vectors: SqliteVecStore;
       queues: QueueLayer;
       log: Logger;
+      /** Told about written vectors, so the Qdrant tier follows (qdrant-sync, backfill after a reindex). */
+      qdrantSync?: { enqueueSync(memoryIds: string[]): Promise<number>; afterReindex(): Promise<string | null> };
     },
   ) {}
 
@@ -131,7 +134,9 @@ export class ReindexService {
       [{ rowId: row.rowId, apiKeyId: row.apiKeyId, vector: vector ?? new Float32Array(resolution.dimensions ?? 0), contentHash }],
       signature,
     );
-    return { stored: res.stored === 1, cleared: res.cleared === 1, skipped: res.zeroVectors ? 'zero_vector' : res.missing ? 'memory_missing' : null };
+    // Qdrant follows what sqlite-vec now holds (a zero vector removes the point).
+    const qdrantSyncJobs = res.missing ? 0 : ((await this.d.qdrantSync?.enqueueSync([memoryId])) ?? 0);
+    return { stored: res.stored === 1, cleared: res.cleared === 1, skipped: res.zeroVectors ? 'zero_vector' : res.missing ? 'memory_missing' : null, qdrantSyncJobs };
   }
 
   /** Queues `embed-memory` for rows still flagged (deterministic ids: a row with a live job is not queued twice). */
@@ -206,7 +211,9 @@ export class ReindexService {
       await hooks.progress({ phase: 'embedding', done, total, failed });
     }
     if (total > 0 && done === 0 && failed > 0) throw new Error(`reindex: every batch failed (${failed} rows still flagged)`);
-    const result: ReindexResult = { phase: 'done', done, total, failed, signature, rebuilt };
+    // Qdrant gets the rebuilt vectors in a collection of their own; its alias switches once that is complete.
+    const qdrantBackfillJobId = (await this.d.qdrantSync?.afterReindex()) ?? undefined;
+    const result: ReindexResult = { phase: 'done', done, total, failed, signature, rebuilt, ...(qdrantBackfillJobId ? { qdrantBackfillJobId } : {}) };
     await hooks.progress(result);
     return result;
   }

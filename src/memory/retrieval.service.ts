@@ -11,6 +11,7 @@ import type { VectorStore } from '../vector/types';
 import type { Reranker } from './rerank';
 import type { RetrievalResolution, RetrievalResult, RetrievalStrategy, RetrievedItem, RetrieveMode, RetrieveOptions, Retriever } from './retrieval.types';
 import { buildFtsQuery, getRelevanceScore, rrfFuse, selectWithinBudget, truncateToTokens } from './retrieval-scoring';
+import type { QdrantSettingsService } from './qdrant-settings';
 import type { SettingsService } from './settings';
 import { estimateTokens } from './tokens';
 import { toPublic, type MemoryRecord } from './types';
@@ -64,9 +65,15 @@ export interface RetrievalDeps {
   queues?: QueueLayer;
   /** Overrides the recorder built from `queues`. */
   access?: AccessRecorder;
+  /** The Qdrant tier, consulted first when the settings select it (memoryVectorStore=qdrant, enabled). */
+  qdrant?: VectorStore;
+  qdrantSettings?: Pick<QdrantSettingsService, 'selected'>;
 }
 
-type VectorOutcome = { hits: { id: string; score: number }[]; reason: null } | { hits: null; reason: string };
+/** Why a Qdrant search was not used, as a bounded metric label. */
+export type QdrantFallbackLabel = VectorUnavailableError['reason'] | 'empty' | 'error';
+
+type VectorOutcome = { hits: { id: string; score: number }[]; reason: null; store?: 'sqlite-vec' | 'qdrant'; note?: string } | { hits: null; reason: string };
 
 /**
  * Retrieval on the request path (DESIGN §4): exact / semantic / hybrid with keyword fallback,
@@ -76,6 +83,8 @@ type VectorOutcome = { hits: { id: string; score: number }[]; reason: null } | {
 export class RetrievalService implements Retriever {
   private readonly repo: RetrievalRepository;
   private readonly access: AccessRecorder | null;
+  /** Qdrant searches that fell back to sqlite-vec, by reason (engram_retrieval_qdrant_fallback_total). */
+  readonly qdrantFallbacks = new Map<QdrantFallbackLabel, number>();
 
   constructor(private readonly d: RetrievalDeps) {
     this.repo = new RetrievalRepository(d.db);
@@ -123,6 +132,8 @@ export class RetrievalService implements Retriever {
           : await this.vectorHits(apiKeyId, query, filter, settings, signal);
       // A cancelled embedding looks like a failed one: stop here rather than fall back for nobody.
       signal?.throwIfAborted();
+      if (vec.hits !== null && vec.store) resolution.vectorStore = vec.store;
+      if (vec.hits !== null && vec.note) resolution.fallbackReason = vec.note;
       if (vec.hits === null) {
         resolution.fallbackReason = vec.reason;
         ranked = this.keyword(filter, query).map((c) => ({ c, score: c.relevance, tier: 'fts5' as const }));
@@ -216,6 +227,52 @@ export class RetrievalService implements Retriever {
     if (!signature || this.d.vectors.activeSignature() !== signature) {
       return { hits: null, reason: 'vector index not built for the current embedding model yet (reindex pending)' };
     }
+    // Qdrant first when selected; unhealthy, erroring, timing out or empty → sqlite-vec (then FTS5), with the reason.
+    let qdrantNote: string | null = null;
+    if (this.d.qdrant && this.d.qdrantSettings?.selected()) {
+      const q = await this.qdrantHits(apiKeyId, embedded.vector, filter, signature, signal);
+      signal?.throwIfAborted();
+      if (q.hits) return { hits: q.hits, reason: null, store: 'qdrant' };
+      qdrantNote = q.reason;
+    }
+    const fromSqlite = await this.sqliteVecHits(apiKeyId, embedded.vector, filter, signature, signal);
+    if (!qdrantNote) return fromSqlite;
+    if (fromSqlite.hits === null) return { hits: null, reason: `${qdrantNote}; ${fromSqlite.reason}` };
+    return { ...fromSqlite, store: 'sqlite-vec', note: `${qdrantNote}; served by sqlite-vec` };
+  }
+
+  private countQdrantFallback(label: QdrantFallbackLabel): void {
+    this.qdrantFallbacks.set(label, (this.qdrantFallbacks.get(label) ?? 0) + 1);
+  }
+
+  /** The Qdrant tier's hits, or why it cannot serve this query (counted for the metric). */
+  private async qdrantHits(apiKeyId: string, vector: Float32Array, filter: CandidateFilter, signature: string, signal: AbortSignal | undefined): Promise<VectorOutcome> {
+    try {
+      const hits = await this.d.qdrant!.search({
+        apiKeyId,
+        vector,
+        k: this.d.env.MEMORY_VEC_TOP_K,
+        filter: { nowIso: filter.nowIso, freshAfterIso: filter.freshAfterIso, sessionId: filter.sessionId, signature },
+        signal,
+      });
+      if (hits.length === 0) {
+        this.countQdrantFallback('empty');
+        return { hits: null, reason: 'qdrant returned no hits for this key' };
+      }
+      return { hits: hits.filter((h) => h.score >= MIN_VECTOR_SCORE).map((h) => ({ id: h.id, score: h.score })), reason: null };
+    } catch (err) {
+      if (err instanceof VectorUnavailableError) {
+        this.countQdrantFallback(err.reason);
+        return { hits: null, reason: `qdrant unavailable (${err.reason})` };
+      }
+      this.countQdrantFallback('error');
+      this.d.log.warn({ err: { message: (err as Error).message } }, 'qdrant search failed; using sqlite-vec');
+      return { hits: null, reason: 'qdrant search failed' };
+    }
+  }
+
+  private async sqliteVecHits(apiKeyId: string, vector: Float32Array, filter: CandidateFilter, signature: string, signal: AbortSignal | undefined): Promise<VectorOutcome> {
+    const embedded = { vector };
     try {
       const hits = await this.d.vectors.search({
         apiKeyId,

@@ -28,6 +28,9 @@ export const DEFAULT_JOB_OPTIONS: JobsOptions = {
 /** The deduplication id that makes `reindex` a singleton. */
 export const REINDEX_DEDUPLICATION_ID = 'reindex';
 
+/** The deduplication id that makes `qdrant-backfill` a singleton (409 while one runs). */
+export const QDRANT_BACKFILL_DEDUPLICATION_ID = 'qdrant-backfill';
+
 /** THE job map: every job Engram runs, declared once. A job without a handler does not compile (workers/registry.ts). */
 export const JOBS = {
   'expire-memories': spec({
@@ -124,6 +127,32 @@ export const JOBS = {
     jobId: (d) => `import-${d.uploadId}`,
     // A file read from the start again converges (records are keyed by id); a few attempts suffice.
     options: { attempts: 3 },
+  }),
+  // Qdrant (DESIGN §7): the payload carries memory ids only; the handler reads the current rows and
+  // makes Qdrant match them, so duplicates, retries and reordering converge. Retried until Qdrant is back.
+  'qdrant-sync': spec({
+    queue: 'embedding',
+    schema: z.strictObject({ memoryIds: z.array(z.uuid()).min(1).max(200) }),
+    options: { attempts: 16, backoff: { type: 'exponential', delay: 1000, jitter: 0.5 } },
+  }),
+  'qdrant-backfill': spec({
+    queue: 'reindex',
+    schema: z.strictObject({
+      reason: z.enum(['api', 'reindex']).default('api'),
+      batchSize: z.number().int().min(1).max(1000).default(256),
+      // The checkpoint (rewritten by the job as it goes): a retry or a restarted worker resumes here.
+      afterRowId: z.number().int().min(0).default(0),
+      done: z.number().int().min(0).default(0),
+      failed: z.number().int().min(0).default(0),
+      signature: z.string().max(512).nullable().default(null),
+    }),
+    jobId: (d, now) => `qdrant-backfill-${d.reason}-${now}-${crypto.randomBytes(4).toString('hex')}`,
+    options: { attempts: 10, deduplication: { id: QDRANT_BACKFILL_DEDUPLICATION_ID } },
+  }),
+  'qdrant-cleanup': spec({
+    queue: 'maintenance',
+    schema: z.strictObject({ batchSize: z.number().int().min(1).max(1000).default(256) }),
+    jobId: (_d, now) => `qdrant-cleanup-${Math.floor(now / 10_000)}`,
   }),
 } as const satisfies Record<string, JobSpec>;
 

@@ -131,6 +131,7 @@ export type VectorUnavailableReason =
   | 'dimension_mismatch'
   | 'zero_query_vector'
   | 'aborted'
+  | 'timeout'
   | 'unhealthy';
 
 /** The vector tier cannot answer; callers fall back to keyword search. */

@@ -273,18 +273,16 @@ describe('PUT /api/settings/memory vectorStore: "qdrant"', () => {
   });
   afterAll(() => t.close());
 
-  it('is refused with a 400 naming body.vectorStore (Qdrant is not available yet) and changes nothing', async () => {
-    const before = (await request(t.app).get('/api/settings/memory').set(t.auth)).body;
+  it('is accepted now that the Qdrant tier exists (retrieval falls back with a reason while Qdrant is not configured)', async () => {
     const r = await request(t.app).put('/api/settings/memory').set(t.auth).send({ vectorStore: 'qdrant', maxTokens: 1234 });
-    expect(apiError(r)).toEqual({ status: 400, code: 'validation_failed', requestId: 'string' });
-    expect(r.body.error.details).toEqual([expect.objectContaining({ path: 'body.vectorStore' })]);
-    expect(r.body.error.message).toMatch(/Qdrant is not available yet/);
-    expect((await request(t.app).get('/api/settings/memory').set(t.auth)).body).toEqual(before);
-    // The other values still work.
+    expect({ status: r.status, vectorStore: r.body.vectorStore, maxTokens: r.body.maxTokens }).toEqual({ status: 200, vectorStore: 'qdrant', maxTokens: 1234 });
     for (const v of ['sqlite-vec', 'auto']) {
       const ok = await request(t.app).put('/api/settings/memory').set(t.auth).send({ vectorStore: v });
       expect({ v, status: ok.status, vectorStore: ok.body.vectorStore }).toEqual({ v, status: 200, vectorStore: v });
     }
+    const bad = await request(t.app).put('/api/settings/memory').set(t.auth).send({ vectorStore: 'pinecone' });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.details).toEqual([expect.objectContaining({ path: 'body.vectorStore' })]);
   });
 });
 

@@ -119,7 +119,15 @@ export function memoryRoutes(ctx: ApiContext): Router {
     handle({}, async () => ({ ...backends.describe(), health: await backends.healthAll() }), memoryDocs.backends),
   );
 
-  r.get('/engine-status', handle({}, () => engineStatus({ ...ctx, fts: ctx.db.db, vecError: ctx.db.vecError }), memoryDocs.engineStatus));
+  r.get(
+    '/engine-status',
+    handle(
+      {},
+      async () =>
+        engineStatus({ ...ctx, fts: ctx.db.db, vecError: ctx.db.vecError, qdrantHealth: ctx.qdrantSettings.syncing(true) ? await ctx.qdrant.details() : null }),
+      memoryDocs.engineStatus,
+    ),
+  );
 
   r.get('/embedding-providers', handle({}, () => ({ providers: listEmbeddingProviders(ctx.env) }), memoryDocs.embeddingProviders));
 

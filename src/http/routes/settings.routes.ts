@@ -19,11 +19,6 @@ export function settingsRoutes(ctx: ApiContext): Router {
   r.put(
     '/memory',
     handle({ body: memorySettingsUpdateSchema }, async ({ body }) => {
-      if (body.vectorStore === 'qdrant') {
-        // Accepted and ignored would be a lie: until the Qdrant tier lands, say so (the schema keeps the value for later).
-        const message = 'Qdrant is not available yet in this version; use "sqlite-vec" or "auto"';
-        throw new AppError(400, 'validation_failed', `Invalid body: body.vectorStore: ${message}`, [{ path: 'body.vectorStore', message, code: 'not_available' }]);
-      }
       if (body.customBaseUrl) {
         try {
           // The same outbound policy the embedder applies at connect time; the message never echoes the URL.
