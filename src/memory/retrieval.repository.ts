@@ -35,6 +35,17 @@ export class RetrievalRepository {
     return rows.map((r) => ({ record: rowToRecord(r), bm25: r.bm25 }));
   }
 
+  /**
+   * FTS5's own collection statistics for bm25's idf: rows in the index (every memory is indexed) and
+   * the number of rows holding each term (fts5vocab, an index seek per term). Global over all keys,
+   * exactly what bm25() ranks with.
+   */
+  termStats(terms: readonly string[]): { rows: number; docFreqs: number[] } {
+    const rows = (this.stmt('SELECT count(*) AS n FROM memories').get() as { n: number }).n;
+    const df = this.stmt('SELECT doc FROM memory_fts_vocab WHERE term = ?');
+    return { rows, docFreqs: terms.map((t) => (df.get(t) as { doc: number } | undefined)?.doc ?? 0) };
+  }
+
   /** Whether any row that passes the filters still waits for its vector (the partial index keeps this cheap). */
   hasUnembedded(f: CandidateFilter): boolean {
     const params: Record<string, unknown> = {};

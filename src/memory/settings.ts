@@ -25,7 +25,18 @@ export interface MemorySettings {
   customModelId: string | null;
   /** Engram addition: mine the assistant's reply too (off: only the user's own words become facts). */
   extractFromAssistant: boolean;
+  /** Engram addition (issue #10): how hybrid fuses its keyword and vector rankings. */
+  hybridFusion: HybridFusion;
+  /** Keyword tier's weight in the fusion; null = the fusion's default (rrf: env MEMORY_RRF_FTS_WEIGHT). */
+  hybridFtsWeight: number | null;
+  /** Vector tier's weight in the fusion; null = the fusion's default (rrf: env MEMORY_RRF_VECTOR_WEIGHT). */
+  hybridVectorWeight: number | null;
 }
+
+export const HYBRID_FUSIONS = ['rrf', 'convex'] as const;
+export type HybridFusion = (typeof HYBRID_FUSIONS)[number];
+/** Largest fusion weight accepted (as the env's MEMORY_RRF_* weights). */
+export const MAX_FUSION_WEIGHT = 100;
 
 export const DEFAULT_MEMORY_SETTINGS: Readonly<MemorySettings> = Object.freeze({
   enabled: false,
@@ -46,6 +57,9 @@ export const DEFAULT_MEMORY_SETTINGS: Readonly<MemorySettings> = Object.freeze({
   customBaseUrl: null,
   customModelId: null,
   extractFromAssistant: false,
+  hybridFusion: 'convex',
+  hybridFtsWeight: null,
+  hybridVectorWeight: null,
 });
 
 /** API field → stored settings key (the original's keys). */
@@ -68,6 +82,9 @@ export const SETTING_KEYS: Record<keyof MemorySettings, string> = {
   customBaseUrl: 'memoryEmbeddingCustomBaseUrl',
   customModelId: 'memoryEmbeddingCustomModelId',
   extractFromAssistant: 'memoryExtractFromAssistant',
+  hybridFusion: 'memoryHybridFusion',
+  hybridFtsWeight: 'memoryHybridFtsWeight',
+  hybridVectorWeight: 'memoryHybridVectorWeight',
 };
 
 const isBool = (v: unknown): v is boolean => typeof v === 'boolean';
@@ -77,6 +94,8 @@ const clampInt = (v: unknown, lo: number, hi: number, def: number) => {
   return Math.min(hi, Math.max(lo, Math.round(n)));
 };
 const nonEmpty = (v: unknown): string | null => (typeof v === 'string' && v.trim() !== '' ? v.trim() : null);
+const weightOrNull = (v: unknown): number | null =>
+  typeof v === 'number' && Number.isFinite(v) && v >= 0 && v <= MAX_FUSION_WEIGHT ? v : null;
 const oneOf = <T extends string>(v: unknown, allowed: readonly T[], def: T): T =>
   typeof v === 'string' && (allowed as readonly string[]).includes(v) ? (v as T) : def;
 
@@ -109,6 +128,9 @@ export function normalizeMemorySettings(raw: Record<string, unknown>): MemorySet
     customBaseUrl: base ? base.replace(/\/+$/, '') : null,
     customModelId: nonEmpty(g('customModelId')),
     extractFromAssistant: isBool(g('extractFromAssistant')) ? (g('extractFromAssistant') as boolean) : d.extractFromAssistant,
+    hybridFusion: oneOf(g('hybridFusion'), HYBRID_FUSIONS, d.hybridFusion),
+    hybridFtsWeight: weightOrNull(g('hybridFtsWeight')),
+    hybridVectorWeight: weightOrNull(g('hybridVectorWeight')),
   };
 }
 
@@ -118,7 +140,10 @@ const nullableString = z
   .nullable()
   .transform((v) => (v === null || v.trim() === '' ? null : v.trim()));
 
-/** PUT /api/settings/memory body: strict, every field optional (the original's schema). */
+/** A fusion weight: 0 (the tier does not vote) up to MAX_FUSION_WEIGHT. */
+export const fusionWeight = z.number().min(0).max(MAX_FUSION_WEIGHT);
+
+/** PUT /api/settings/memory body: strict, every field optional (the original's schema, plus Engram's additions). */
 export const memorySettingsUpdateSchema = z.strictObject({
   enabled: z.boolean().optional(),
   maxTokens: z.number().int().min(0).max(16000).optional(),
@@ -138,6 +163,12 @@ export const memorySettingsUpdateSchema = z.strictObject({
   customBaseUrl: nullableString.optional(),
   customModelId: nullableString.optional(),
   extractFromAssistant: z.boolean().optional(),
+  hybridFusion: z.enum(HYBRID_FUSIONS).optional(),
+  hybridFtsWeight: fusionWeight.nullable().optional(),
+  hybridVectorWeight: fusionWeight.nullable().optional(),
+}).refine((b) => !(b.hybridFtsWeight === 0 && b.hybridVectorWeight === 0), {
+  message: 'hybridFtsWeight and hybridVectorWeight cannot both be 0 (nothing would be ranked)',
+  path: ['hybridVectorWeight'],
 });
 export type MemorySettingsUpdate = z.infer<typeof memorySettingsUpdateSchema>;
 
