@@ -188,7 +188,9 @@ export class RetrievalService implements Retriever {
     if (!query) {
       return this.repo.recent(filter, RECENT_LIMIT).map((r) => ({ c: { record: r, vecScore: null, ftsScore: null, relevance: 0 }, score: 0, tier: 'recent' as const }));
     }
+    // The original's meaning: only rows holding a query word by its own reckoning.
     return this.keyword(filter, query)
+      .filter((c) => c.relevance > 0)
       .sort((a, b) => (a.record.createdAt < b.record.createdAt ? 1 : a.record.createdAt > b.record.createdAt ? -1 : b.record.rowId - a.record.rowId))
       .map((c) => ({ c, score: c.relevance, tier: 'fts5' as const }));
   }
@@ -197,8 +199,8 @@ export class RetrievalService implements Retriever {
    * Keyword tier: the query's tokens quoted and OR-ed into MATCH, ranked by FTS5's bm25() over every
    * row that passes the filters (tenant, session, expiry, retention are in the WHERE, so they apply
    * before the ranking and its LIMIT). The original's relevance score is kept as the reported score
-   * (and rows without any query token by its reckoning are dropped), but no longer decides the order:
-   * it grows with length and repeats, so long chatty rows beat short exact ones.
+   * (and as exact's filter), but no longer decides the order: it grows with length and repeats, so
+   * long chatty rows beat short exact ones.
    */
   private keyword(filter: CandidateFilter, query: string, onlyUnembedded = false): KeywordCandidate[] {
     const terms = ftsQueryTerms(query);
@@ -206,8 +208,7 @@ export class RetrievalService implements Retriever {
     const match = terms.map((t) => `"${t}"`).join(' OR ');
     const out: KeywordCandidate[] = [];
     for (const { record, bm25 } of this.repo.fts(match, filter, FTS_LIMIT, onlyUnembedded)) {
-      const relevance = relevanceOf(record, query);
-      if (relevance > 0) out.push({ record, vecScore: null, ftsScore: Math.round(-bm25 * 1e4) / 1e4, relevance, bm25 });
+      out.push({ record, vecScore: null, ftsScore: Math.round(-bm25 * 1e4) / 1e4, relevance: relevanceOf(record, query), bm25 });
     }
     return out;
   }
