@@ -12,9 +12,13 @@ export interface FtsCandidate {
   bm25: number;
 }
 
+/** How long termStats reuses the memories row count. */
+const ROW_COUNT_TTL_MS = 5_000;
+
 /** Candidate queries of the keyword and recency tiers: all filters in SQL, never only the newest N rows. */
 export class RetrievalRepository {
   private readonly stmts: StatementCache;
+  private rowCount: { at: number; n: number } | null = null;
 
   constructor(private readonly db: Db) {
     this.stmts = new StatementCache(db);
@@ -41,7 +45,12 @@ export class RetrievalRepository {
    * exactly what bm25() ranks with.
    */
   termStats(terms: readonly string[]): { rows: number; docFreqs: number[] } {
-    const rows = (this.stmt('SELECT count(*) AS n FROM memories').get() as { n: number }).n;
+    // count(*) walks an index (O(rows)); idf barely moves in a few seconds, so the count is reused.
+    const now = Date.now();
+    if (!this.rowCount || now - this.rowCount.at > ROW_COUNT_TTL_MS) {
+      this.rowCount = { at: now, n: (this.stmt('SELECT count(*) AS n FROM memories').get() as { n: number }).n };
+    }
+    const rows = this.rowCount.n;
     const df = this.stmt('SELECT doc FROM memory_fts_vocab WHERE term = ?');
     return { rows, docFreqs: terms.map((t) => (df.get(t) as { doc: number } | undefined)?.doc ?? 0) };
   }

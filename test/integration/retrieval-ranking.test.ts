@@ -72,6 +72,8 @@ describe('retrieval ranking (issue #10)', () => {
       t.ctx.memory.create(memoryInput({ apiKeyId: 'A', key: `s${i}`, sessionId: 'other', content: `quokka quokka s${i}` }), api);
       t.ctx.memory.create(memoryInput({ apiKeyId: 'A', key: `x${i}`, sessionId: 'mine', content: `quokka quokka x${i}`, expiresAt: PAST() }), api);
     }
+    // bm25's statistics (and the convex fusion's scale) come from the whole index: migration 0005's vocab view counts every row.
+    expect(t.ctx.db.db.prepare("SELECT doc FROM memory_fts_vocab WHERE term = 'quokka'").get()).toEqual({ doc: 451 });
     const scoped = { query: 'quokka', scope: 'session' as const, sessionId: 'mine' };
     for (const strategy of ['exact', 'semantic', 'hybrid'] as RetrievalStrategy[]) {
       expect({ strategy, got: (await kw('A', { ...scoped, strategy })).map((i) => i.memory.key) }).toEqual({ strategy, got: ['weak'] });
