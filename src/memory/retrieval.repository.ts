@@ -12,13 +12,24 @@ export interface FtsCandidate {
   bm25: number;
 }
 
-/** How long termStats reuses the memories row count. */
-const ROW_COUNT_TTL_MS = 5_000;
+/**
+ * Reads one SQLite/FTS5 varint (big-endian 7-bit groups with a continuation bit; a 9th byte carries
+ * 8 bits) at `at`.
+ */
+function readVarint(buf: Uint8Array, at: number): number {
+  let v = 0;
+  for (let i = 0; i < 9 && at + i < buf.length; i++) {
+    const b = buf[at + i];
+    if (i === 8) return v * 256 + b;
+    v = v * 128 + (b & 0x7f);
+    if ((b & 0x80) === 0) return v;
+  }
+  return v;
+}
 
 /** Candidate queries of the keyword and recency tiers: all filters in SQL, never only the newest N rows. */
 export class RetrievalRepository {
   private readonly stmts: StatementCache;
-  private rowCount: { at: number; n: number } | null = null;
 
   constructor(private readonly db: Db) {
     this.stmts = new StatementCache(db);
@@ -45,14 +56,19 @@ export class RetrievalRepository {
    * exactly what bm25() ranks with.
    */
   termStats(terms: readonly string[]): { rows: number; docFreqs: number[] } {
-    // count(*) walks an index (O(rows)); idf barely moves in a few seconds, so the count is reused.
-    const now = Date.now();
-    if (!this.rowCount || now - this.rowCount.at > ROW_COUNT_TTL_MS) {
-      this.rowCount = { at: now, n: (this.stmt('SELECT count(*) AS n FROM memories').get() as { n: number }).n };
-    }
-    const rows = this.rowCount.n;
+    const rows = this.ftsRowCount();
     const df = this.stmt('SELECT doc FROM memory_fts_vocab WHERE term = ?');
     return { rows, docFreqs: terms.map((t) => (df.get(t) as { doc: number } | undefined)?.doc ?? 0) };
+  }
+
+  /**
+   * The row count bm25() itself uses: the first varint of FTS5's averages record (rowid 1 of
+   * memory_fts_data), one primary-key read instead of an O(rows) count(*), and always current.
+   */
+  ftsRowCount(): number {
+    const rec = this.stmt('SELECT block FROM memory_fts_data WHERE id = 1').get() as { block: Uint8Array | null } | undefined;
+    if (rec?.block && rec.block.length > 0) return readVarint(rec.block, 0);
+    return (this.stmt('SELECT count(*) AS n FROM memories').get() as { n: number }).n;
   }
 
   /** Whether any row that passes the filters still waits for its vector (the partial index keeps this cheap). */

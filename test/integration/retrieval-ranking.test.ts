@@ -4,6 +4,7 @@
  */
 import path from 'node:path';
 import request from 'supertest';
+import { RetrievalRepository } from '../../src/memory/retrieval.repository';
 import { RetrievalService } from '../../src/memory/retrieval.service';
 import type { RetrievalStrategy, RetrieveOptions } from '../../src/memory/retrieval.types';
 import { startWorker, type RunningWorker } from '../../workers/main';
@@ -74,6 +75,13 @@ describe('retrieval ranking (issue #10)', () => {
     }
     // bm25's statistics (and the convex fusion's scale) come from the whole index: migration 0005's vocab view counts every row.
     expect(t.ctx.db.db.prepare("SELECT doc FROM memory_fts_vocab WHERE term = 'quokka'").get()).toEqual({ doc: 451 });
+    // …and the row count is FTS5's own (its averages record), equal to the rows indexed, across inserts and deletes.
+    const repo = new RetrievalRepository(t.ctx.db.db);
+    const count = () => (t.ctx.db.db.prepare('SELECT count(*) AS n FROM memories').get() as { n: number }).n;
+    expect(count()).toBeGreaterThan(127); // a varint of two bytes or more
+    expect(repo.ftsRowCount()).toBe(count());
+    expect(t.ctx.memory.delete(t.ctx.memory.findByKey('B', 'b0')!.id, api)).toBe(true);
+    expect(repo.ftsRowCount()).toBe(count());
     const scoped = { query: 'quokka', scope: 'session' as const, sessionId: 'mine' };
     for (const strategy of ['exact', 'semantic', 'hybrid'] as RetrievalStrategy[]) {
       expect({ strategy, got: (await kw('A', { ...scoped, strategy })).map((i) => i.memory.key) }).toEqual({ strategy, got: ['weak'] });
