@@ -117,6 +117,7 @@ interface Config {
   strategy: RetrievalStrategy;
 }
 
+// This bench measures RRF's env weights: every hybrid call asks for the rrf fusion (the default is convex since issue #10).
 const weighted = (fts: number, vector: number) => (d: RetrievalDeps) =>
   new RetrievalService({ ...d, env: { ...d.env, MEMORY_RRF_FTS_WEIGHT: fts, MEMORY_RRF_VECTOR_WEIGHT: vector } });
 
@@ -182,7 +183,7 @@ async function repetition(model: BenchModel): Promise<Repetition> {
       const retriever = c.build(retrievalDeps(ctx), ctx.retrieval);
       const o: Outcome = { rr: { synonym: [], 'rare token': [], mixed: [] }, hits3: 0, fallbacks: 0 };
       for (const l of LABELLED) {
-        const res = await retriever.retrieve(KEY, { query: l.query, strategy: c.strategy, maxTokens: 16_000, retentionDays: 30 }, { preview: true });
+        const res = await retriever.retrieve(KEY, { query: l.query, strategy: c.strategy, maxTokens: 16_000, retentionDays: 30, fusion: { method: 'rrf' } }, { preview: true });
         if (res.resolution.fallbackReason) o.fallbacks++;
         const pos = res.items.findIndex((it) => it.memory.id === byContent.get(l.target));
         o.rr[l.kind].push(pos >= 0 ? 1 / (pos + 1) : 0);

@@ -5,6 +5,7 @@ import { runProxyBench } from './proxy.bench';
 import { runQdrantBench } from './qdrant.bench';
 import { runQualityBench } from './quality.bench';
 import { runRetrievalBench } from './retrieval.bench';
+import { runRetrievalAbBench } from './retrieval-ab.bench';
 import { runRrfWeightBench } from './rrf-weights.bench';
 import { runVectorBench } from './vector.bench';
 import { runTransferBench } from './transfer.bench';
@@ -21,6 +22,7 @@ export const BENCHES: Bench[] = [
   { name: 'vector', title: 'sqlite-vec KNN latency', run: runVectorBench },
   { name: 'wink-model', title: 'Static model of the retrieval benches (wink word vectors → model2vec)', run: runWinkModelCheck },
   { name: 'retrieval', title: 'Retrieval latency per strategy (1k / 10k / 100k memories per key)', run: runRetrievalBench },
+  { name: 'retrieval-ab', title: 'Retrieval latency A/B against another build, same process (--before=<dist>)', run: runRetrievalAbBench },
   { name: 'rrf-weights', title: 'RRF weights on a labelled set (MRR, recall@3)', run: runRrfWeightBench },
   { name: 'quality', title: 'Retrieval quality on labelled chat sets vs BM25 / cosine / RRF references (issue #10)', run: runQualityBench },
   { name: 'jobs', title: 'Worker throughput and repair-sweep', run: runJobsBench },

@@ -36,6 +36,11 @@ export interface Variant {
   settings?: Record<string, unknown>;
   /** Strategies to run (default: exact, semantic, hybrid). */
   strategies?: RetrievalStrategy[];
+  /**
+   * Rebuild the keyword index with this FTS5 tokenizer on the variant's copy (e.g.
+   * "porter unicode61 remove_diacritics 2"), to compare tokenizers (issue #10 item 2).
+   */
+  ftsTokenizer?: string;
 }
 
 /** One question's answer from one system: the set's turn ids, best first, and how long it took. */
@@ -84,6 +89,15 @@ function envFor(dataDir: string, model: string, overrides: Record<string, string
 /** The retrieval env knobs in effect (everything MEMORY_RRF_* / MEMORY_VEC_* / MEMORY_RERANK_TIMEOUT_MS), for the report. */
 function knobsOf(env: Env): Record<string, unknown> {
   return Object.fromEntries(Object.entries(env).filter(([k]) => /^MEMORY_(RRF_|VEC_|FTS_|HYBRID_|RETRIEVAL_|KEYWORD_)/.test(k)));
+}
+
+/** Re-creates memory_fts (and its vocab view) with another tokenizer and rebuilds it from memories; the triggers address it by name. */
+function rebuildFts(storage: Storage, tokenizer: string): void {
+  if (!/^[a-z0-9_ ]+$/.test(tokenizer)) throw new Error(`ftsTokenizer ${JSON.stringify(tokenizer)}: letters, digits, spaces only`);
+  storage.db.db.exec(`DROP TABLE IF EXISTS memory_fts_vocab; DROP TABLE memory_fts;
+    CREATE VIRTUAL TABLE memory_fts USING fts5(content, key, content = 'memories', content_rowid = 'memory_id', tokenize = '${tokenizer}');
+    INSERT INTO memory_fts(memory_fts) VALUES ('rebuild');
+    CREATE VIRTUAL TABLE memory_fts_vocab USING fts5vocab('memory_fts', 'row');`);
 }
 
 /** A set loaded once into a pristine database file, ready to be copied per variant. */
@@ -170,6 +184,7 @@ export class LoadedSet {
       embedding = new EmbeddingService(env, { log });
       storage.settings.updateMemory({ embeddingSource: 'static', staticEnabled: true });
       if (settingsUpdate) storage.settings.updateMemory(settingsUpdate);
+      if (variant.ftsTokenizer) rebuildFts(storage, variant.ftsTokenizer);
       // A no-op unless the variant changed the model or the quantization (then it rebuilds, as the job would).
       const t0 = performance.now();
       const r = await new ReindexService({ ...storage, embedding, queues: NO_QUEUES, log }).run({ force: false, batchSize: REINDEX_BATCH }, HOOKS);

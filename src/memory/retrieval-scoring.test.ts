@@ -1,7 +1,12 @@
 import Database from 'better-sqlite3';
 import { estimateTokens } from './tokens';
 import {
+  bm25QueryScale,
   buildFtsQuery,
+  convexFuse,
+  fts5Idf,
+  ftsQueryTerms,
+  minMaxNormalise,
   getRelevanceScore,
   MAX_SCORE_QUERY_TOKENS,
   rrfFuse,
@@ -126,10 +131,18 @@ describe('buildFtsQuery', () => {
     expect(buildFtsQuery('node 20')).toBe('"node" OR "20"');
   });
 
-  it('returns null when nothing meaningful is left', () => {
-    for (const q of ['', '   ', '!!! ??? ***', '"()"^:*-+', 'what is it', 'the a an', null, undefined, 42]) {
+  it('returns null when the text has no token at all', () => {
+    for (const q of ['', '   ', '!!! ??? ***', '"()"^:*-+', null, undefined, 42]) {
       expect(buildFtsQuery(q)).toBeNull();
     }
+  });
+
+  it('keeps stop-words only when nothing else is left (issue #10: a stop-word-only question still matches)', () => {
+    expect(buildFtsQuery('what is it')).toBe('"what" OR "is" OR "it"');
+    expect(buildFtsQuery('The a AN the')).toBe('"the" OR "a" OR "an"');
+    expect(buildFtsQuery('who are you, Maya?')).toBe('"maya"');
+    expect(ftsQueryTerms('what is it?')).toEqual(['what', 'is', 'it']);
+    expect(ftsQueryTerms('Where does Maya work?')).toEqual(['maya', 'work']);
   });
 
   it('caps the number of terms', () => {
@@ -433,5 +446,70 @@ describe('selectWithinBudget', () => {
         else expect(used + it.tokens).toBeGreaterThan(budget);
       }
     }
+  });
+});
+
+describe('fusion helpers (issue #10)', () => {
+  it('fts5Idf is FTS5\'s idf, floored at 1e-6 for a term in half the rows or more', () => {
+    expect(fts5Idf(1000, 9)).toBeCloseTo(Math.log(991.5 / 9.5), 12);
+    expect(fts5Idf(1000, 0)).toBeCloseTo(Math.log(1000.5 / 0.5), 12);
+    expect(fts5Idf(1000, 500)).toBe(1e-6);
+    expect(fts5Idf(1000, 900)).toBe(1e-6);
+  });
+
+  it('bm25QueryScale sums the idf of every query term, matched or not', () => {
+    expect(bm25QueryScale(100, [1, 10])).toBeCloseTo(fts5Idf(100, 1) + fts5Idf(100, 10), 12);
+    expect(bm25QueryScale(100, [])).toBe(0);
+    // An unknown term (df 0) raises the scale: a row matching only the other term scores less.
+    expect(bm25QueryScale(100, [10, 0])).toBeGreaterThan(bm25QueryScale(100, [10]));
+  });
+
+  it('the scale is what FTS5 bm25() gives a row of average length holding each term once', () => {
+    const db = new Database(':memory:');
+    try {
+      db.exec("CREATE VIRTUAL TABLE t USING fts5(content, tokenize='unicode61 remove_diacritics 2')");
+      db.exec("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'row')");
+      const ins = db.prepare('INSERT INTO t (content) VALUES (?)');
+      // Every row has 3 tokens, so every row is of average length.
+      ins.run('alpha beta gamma');
+      for (let i = 0; i < 9; i++) ins.run(`delta epsilon w${i}`);
+      const df = (t: string) => (db.prepare('SELECT doc FROM v WHERE term = ?').get(t) as { doc: number } | undefined)?.doc ?? 0;
+      const bm25 = (db.prepare("SELECT bm25(t) AS s FROM t WHERE t MATCH '\"alpha\" OR \"beta\"'").get() as { s: number }).s;
+      expect(-bm25 / bm25QueryScale(10, [df('alpha'), df('beta')])).toBeCloseTo(1, 6);
+    } finally {
+      db.close();
+    }
+  });
+
+  it('minMaxNormalise maps the best hit to 1 and the worst to 0 (a lone or flat list to 1)', () => {
+    expect(minMaxNormalise([{ id: 'a', score: 0.7 }, { id: 'b', score: 0.55 }, { id: 'c', score: 0.4 }]).map((h) => h.score)).toEqual([1, expect.closeTo(0.5, 9), 0]);
+    expect(minMaxNormalise([{ id: 'a', score: 0.3 }])).toEqual([{ id: 'a', score: 1 }]);
+    expect(minMaxNormalise([])).toEqual([]);
+  });
+
+  it('convexFuse is the weighted mean of normalised scores, an absent tier counting 0', () => {
+    const vec = [{ id: 'v', score: 1 }, { id: 'both', score: 0.5 }];
+    const kw = [{ id: 'both', score: 0.5 }, { id: 'k', score: 0.8 }];
+    const fused = convexFuse([vec, kw], [1, 4]);
+    expect(fused.map((h) => h.id)).toEqual(['k', 'both', 'v']);
+    expect(fused.find((h) => h.id === 'k')!.score).toBeCloseTo((4 * 0.8) / 5, 12);
+    expect(fused.find((h) => h.id === 'both')!.score).toBeCloseTo((1 * 0.5 + 4 * 0.5) / 5, 12);
+    expect(fused.find((h) => h.id === 'v')!.score).toBeCloseTo(1 / 5, 12);
+    expect(fused.find((h) => h.id === 'both')!.ranks).toEqual([2, 1]);
+    // Weights only matter relative to each other; scores are clipped to [0, 1].
+    expect(convexFuse([vec, kw], [2, 8]).map((h) => h.score)).toEqual(fused.map((h) => h.score));
+    expect(convexFuse([[{ id: 'x', score: 3 }]], [1])[0].score).toBe(1);
+  });
+
+  it('a zero-weight tier does not vote; all-zero weights rank nothing', () => {
+    const vec = [{ id: 'v', score: 1 }];
+    const kw = [{ id: 'k', score: 0.1 }];
+    expect(convexFuse([vec, kw], [0, 1]).map((h) => h.id)).toEqual(['k']);
+    expect(convexFuse([vec, kw], [0, 0])).toEqual([]);
+  });
+
+  it('ties: more lists, then best rank, then id (deterministic)', () => {
+    const fused = convexFuse([[{ id: 'b', score: 0.5 }, { id: 'a', score: 0 }], [{ id: 'a', score: 0.5 }, { id: 'c', score: 0.5 }]], [1, 1]);
+    expect(fused.map((h) => h.id)).toEqual(['a', 'b', 'c']);
   });
 });

@@ -83,20 +83,46 @@ export const FTS_STOP_WORDS: ReadonlySet<string> = new Set(
   ).split(' '),
 );
 
-/** Builds a safe FTS5 MATCH expression from user text: its FTS5 tokens (see tokenize), stop-words dropped, deduped, each double-quoted and OR-ed (so bm25 ranks by how many match); null when nothing is left. */
+/**
+ * Builds a safe FTS5 MATCH expression from user text: its FTS5 tokens (see tokenize), deduped, each
+ * double-quoted and OR-ed (an implicit AND loses most natural-language questions; bm25 ranks rows
+ * matching more and rarer tokens first). Stop-words are dropped unless nothing else is left ("who
+ * are you" still matches something). Null when the text has no token at all.
+ */
 export function buildFtsQuery(text: unknown, opts: { maxTokens?: number } = {}): string | null {
-  if (typeof text !== 'string' || text.length === 0) return null;
+  const terms = ftsQueryTerms(text, opts);
+  return terms.length ? terms.map((t) => `"${t}"`).join(' OR ') : null;
+}
+
+/** The terms buildFtsQuery quotes, in query order (the keyword tier also needs them bare, for their document frequencies). */
+export function ftsQueryTerms(text: unknown, opts: { maxTokens?: number } = {}): string[] {
+  if (typeof text !== 'string' || text.length === 0) return [];
   const max = Math.max(1, Math.floor(opts.maxTokens ?? 32));
-  const seen = new Set<string>();
   // Tokens hold only letters, digits and word-internal marks: never a quote, `*`, `^`, `:`, parenthesis
   // or `-`, so a token can never close its quotes or act as an operator; AND/OR/NOT/NEAR stay literal inside quotes.
-  for (const token of tokenize(text)) {
-    if (FTS_STOP_WORDS.has(token) || seen.has(token)) continue;
-    seen.add(token);
-    if (seen.size >= max) break;
-  }
-  if (seen.size === 0) return null;
-  return [...seen].map((t) => `"${t}"`).join(' OR ');
+  const all = [...new Set(tokenize(text))];
+  const content = all.filter((t) => !FTS_STOP_WORDS.has(t));
+  return (content.length ? content : all).slice(0, max);
+}
+
+/** FTS5's bm25() constants (fts5_aux.c): the keyword score's theoretical maximum is computed with the same ones. */
+export const FTS5_BM25 = { k1: 1.2, b: 0.75 } as const;
+
+/** FTS5's idf: ln((N − n + 0.5) / (n + 0.5)), floored at 1e-6 like fts5_aux.c (a term in over half the rows weighs ~nothing). */
+export function fts5Idf(rows: number, docFreq: number): number {
+  const idf = Math.log((rows - docFreq + 0.5) / (docFreq + 0.5));
+  return idf > 0 ? idf : 1e-6;
+}
+
+/**
+ * The query's own bm25 scale: Σ idf(t), what a row of average length holding every query term once
+ * scores (each term then contributes exactly its idf). Dividing a row's bm25 by it (capped at 1)
+ * maps the keyword score onto [0, 1] by the query itself, not by the best row found, so a list of
+ * weak matches (only the speaker's name) stays weak instead of being stretched to 1 by min-max
+ * over the list. Terms the collection lacks count too: a row cannot match them, which is the point.
+ */
+export function bm25QueryScale(rows: number, docFreqs: readonly number[]): number {
+  return docFreqs.reduce((sum, n) => sum + fts5Idf(rows, n), 0);
 }
 
 /** One ranked hit from one retrieval tier (rank 1 is the best). */
@@ -142,6 +168,65 @@ export function rrfFuse<Id extends string | number>(
   // A zero-weight tier does not vote: ids only it found are not candidates.
   return [...byId.values()]
     .filter((h) => h.score > 0)
+    .sort(
+      (a, b) =>
+        b.score - a.score ||
+        present(b) - present(a) ||
+        best(a) - best(b) ||
+        (String(a.id) < String(b.id) ? -1 : String(a.id) > String(b.id) ? 1 : 0),
+    );
+}
+
+/** One hit of one retrieval tier with its score already normalised onto [0, 1] (1 = the best possible). */
+export interface NormalisedHit<Id extends string | number = string | number> {
+  id: Id;
+  score: number;
+}
+
+/**
+ * Min-max normalisation over one ranked list: the best hit 1, the worst 0 (a lone hit, or all equal, 1).
+ * For the vector tier the worst of its top-k stands for "unrelated": everything outside the list
+ * scores lower still, and counts 0 in the fusion.
+ */
+export function minMaxNormalise<Id extends string | number>(hits: readonly { id: Id; score: number }[]): NormalisedHit<Id>[] {
+  const scores = hits.map((h) => h.score).filter(Number.isFinite);
+  const hi = Math.max(...scores);
+  const lo = Math.min(...scores);
+  return hits.map((h) => ({ id: h.id, score: !Number.isFinite(h.score) ? 0 : hi > lo ? (h.score - lo) / (hi - lo) : 1 }));
+}
+
+/**
+ * Convex combination of normalised scores (Bruch, Gai & Ingber, "An Analysis of Fusion Functions for
+ * Hybrid Retrieval", TOIS 2023): score(id) = Σ wᵢ·sᵢ / Σ wᵢ, a tier that did not return the id
+ * counting 0. `ranks` holds the id's rank in each input list (null where absent). Ties: more
+ * lists, then best rank, then id. A zero-weight tier does not vote (ids only it found drop out).
+ */
+export function convexFuse<Id extends string | number>(lists: NormalisedHit<Id>[][], weights: number[]): FusedHit<Id>[] {
+  const w = lists.map((_, i) => {
+    const x = weights[i];
+    return typeof x === 'number' && Number.isFinite(x) && x > 0 ? x : 0;
+  });
+  const total = w.reduce((a, x) => a + x, 0);
+  if (total === 0) return [];
+  const byId = new Map<Id, FusedHit<Id>>();
+  lists.forEach((list, li) => {
+    list.forEach((hit, i) => {
+      if (!hit || !Number.isFinite(hit.score)) return;
+      let fused = byId.get(hit.id);
+      if (!fused) {
+        fused = { id: hit.id, score: 0, ranks: lists.map(() => null) };
+        byId.set(hit.id, fused);
+      }
+      // A duplicate id inside one list counts once, at its first (best) position.
+      if (fused.ranks[li] !== null) return;
+      fused.ranks[li] = i + 1;
+      fused.score += (w[li] * Math.min(1, Math.max(0, hit.score))) / total;
+    });
+  });
+  const present = (h: FusedHit<Id>) => h.ranks.filter((r, li) => r !== null && w[li] > 0).length;
+  const best = (h: FusedHit<Id>) => Math.min(...h.ranks.map((r, li) => (r === null || w[li] === 0 ? Infinity : r)));
+  return [...byId.values()]
+    .filter((h) => present(h) > 0)
     .sort(
       (a, b) =>
         b.score - a.score ||

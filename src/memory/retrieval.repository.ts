@@ -12,6 +12,21 @@ export interface FtsCandidate {
   bm25: number;
 }
 
+/**
+ * Reads one SQLite/FTS5 varint (big-endian 7-bit groups with a continuation bit; a 9th byte carries
+ * 8 bits) at `at`.
+ */
+function readVarint(buf: Uint8Array, at: number): number {
+  let v = 0;
+  for (let i = 0; i < 9 && at + i < buf.length; i++) {
+    const b = buf[at + i];
+    if (i === 8) return v * 256 + b;
+    v = v * 128 + (b & 0x7f);
+    if ((b & 0x80) === 0) return v;
+  }
+  return v;
+}
+
 /** Candidate queries of the keyword and recency tiers: all filters in SQL, never only the newest N rows. */
 export class RetrievalRepository {
   private readonly stmts: StatementCache;
@@ -33,6 +48,27 @@ export class RetrievalRepository {
        WHERE memory_fts MATCH @match AND ${where} ORDER BY bm25 LIMIT @limit`,
     ).all(params) as (Parameters<typeof rowToRecord>[0] & { bm25: number })[];
     return rows.map((r) => ({ record: rowToRecord(r), bm25: r.bm25 }));
+  }
+
+  /**
+   * FTS5's own collection statistics for bm25's idf: rows in the index (every memory is indexed) and
+   * the number of rows holding each term (fts5vocab, an index seek per term). Global over all keys,
+   * exactly what bm25() ranks with.
+   */
+  termStats(terms: readonly string[]): { rows: number; docFreqs: number[] } {
+    const rows = this.ftsRowCount();
+    const df = this.stmt('SELECT doc FROM memory_fts_vocab WHERE term = ?');
+    return { rows, docFreqs: terms.map((t) => (df.get(t) as { doc: number } | undefined)?.doc ?? 0) };
+  }
+
+  /**
+   * The row count bm25() itself uses: the first varint of FTS5's averages record (rowid 1 of
+   * memory_fts_data), one primary-key read instead of an O(rows) count(*), and always current.
+   */
+  ftsRowCount(): number {
+    const rec = this.stmt('SELECT block FROM memory_fts_data WHERE id = 1').get() as { block: Uint8Array | null } | undefined;
+    if (rec?.block && rec.block.length > 0) return readVarint(rec.block, 0);
+    return (this.stmt('SELECT count(*) AS n FROM memories').get() as { n: number }).n;
   }
 
   /** Whether any row that passes the filters still waits for its vector (the partial index keeps this cheap). */

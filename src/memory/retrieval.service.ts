@@ -9,10 +9,10 @@ import type { QueueLayer } from '../queue/queues';
 import { VectorUnavailableError } from '../vector/types';
 import type { VectorStore } from '../vector/types';
 import type { Reranker } from './rerank';
-import type { RetrievalResolution, RetrievalResult, RetrievalStrategy, RetrievedItem, RetrieveMode, RetrieveOptions, Retriever } from './retrieval.types';
-import { buildFtsQuery, getRelevanceScore, rrfFuse, selectWithinBudget, truncateToTokens } from './retrieval-scoring';
+import type { FusionChoice, RetrievalResolution, RetrievalResult, RetrievalStrategy, RetrievedItem, RetrieveMode, RetrieveOptions, Retriever } from './retrieval.types';
+import { bm25QueryScale, convexFuse, minMaxNormalise, ftsQueryTerms, getRelevanceScore, rrfFuse, selectWithinBudget, truncateToTokens, type FusedHit } from './retrieval-scoring';
 import type { QdrantSettingsService } from './qdrant-settings';
-import type { SettingsService } from './settings';
+import type { MemorySettings, SettingsService } from './settings';
 import { estimateTokens } from './tokens';
 import { toPublic, type MemoryRecord } from './types';
 
@@ -24,12 +24,20 @@ const RECENT_LIMIT = 200;
 const MIN_VECTOR_SCORE = 0.2;
 /** ...and neither are hits far below the best one (weak models score everything ~0.3). */
 const RELATIVE_VECTOR_FLOOR = 0.5;
+/** Convex fusion's weights when the settings leave them null (bench/README.md, `quality`: the best pair on every set). */
+export const CONVEX_DEFAULT_WEIGHTS = { fts: 1, vector: 0.2 } as const;
 
 interface Candidate {
   record: MemoryRecord;
   vecScore: number | null;
+  /** −bm25, rounded (higher is better): what the API reports. */
   ftsScore: number | null;
   relevance: number;
+}
+
+/** A keyword candidate: bm25 unrounded (FTS5's sign: lower is better), for the fusion's normalisation. */
+interface KeywordCandidate extends Candidate {
+  bm25: number;
 }
 
 /** The original's relevance; the scorer tokenizes as FTS5 does (case, Latin diacritics), so the raw text goes in. */
@@ -118,6 +126,7 @@ export class RetrievalService implements Retriever {
       rerankApplied: false,
       rerankReason: null,
       fallbackReason: null,
+      fusion: null,
     };
 
     let ranked: { c: Candidate; score: number; tier: RetrievedItem['tier'] }[];
@@ -140,7 +149,8 @@ export class RetrievalService implements Retriever {
       } else if (opts.strategy === 'semantic') {
         ranked = this.semantic(vec.hits, filter, query);
       } else {
-        ranked = this.hybrid(vec.hits, filter, query);
+        resolution.fusion = this.fusionFor(settings, opts.fusion);
+        ranked = this.hybrid(vec.hits, filter, query, resolution.fusion);
       }
     }
 
@@ -189,22 +199,43 @@ export class RetrievalService implements Retriever {
     if (!query) {
       return this.repo.recent(filter, RECENT_LIMIT).map((r) => ({ c: { record: r, vecScore: null, ftsScore: null, relevance: 0 }, score: 0, tier: 'recent' as const }));
     }
+    // The original's meaning: only rows holding a query word by its own reckoning.
     return this.keyword(filter, query)
+      .filter((c) => c.relevance > 0)
       .sort((a, b) => (a.record.createdAt < b.record.createdAt ? 1 : a.record.createdAt > b.record.createdAt ? -1 : b.record.rowId - a.record.rowId))
       .map((c) => ({ c, score: c.relevance, tier: 'fts5' as const }));
   }
 
-  /** Keyword tier: quoted tokens OR-ed into MATCH, bm25-ranked, then the original's relevance score (zero dropped). */
-  private keyword(filter: CandidateFilter, query: string, onlyUnembedded = false): Candidate[] {
-    const match = buildFtsQuery(query);
-    if (!match) return [];
-    const out: Candidate[] = [];
+  /**
+   * Keyword tier: the query's tokens quoted and OR-ed into MATCH, ranked by FTS5's bm25() over every
+   * row that passes the filters (tenant, session, expiry, retention are in the WHERE, so they apply
+   * before the ranking and its LIMIT). The original's relevance score is kept as the reported score
+   * (and as exact's filter), but no longer decides the order: it grows with length and repeats, so
+   * long chatty rows beat short exact ones.
+   */
+  private keyword(filter: CandidateFilter, query: string, onlyUnembedded = false): KeywordCandidate[] {
+    const terms = ftsQueryTerms(query);
+    if (terms.length === 0) return [];
+    const match = terms.map((t) => `"${t}"`).join(' OR ');
+    const out: KeywordCandidate[] = [];
     for (const { record, bm25 } of this.repo.fts(match, filter, FTS_LIMIT, onlyUnembedded)) {
-      const relevance = relevanceOf(record, query);
-      if (relevance > 0) out.push({ record, vecScore: null, ftsScore: Math.round(-bm25 * 1e4) / 1e4, relevance });
+      out.push({ record, vecScore: null, ftsScore: Math.round(-bm25 * 1e4) / 1e4, relevance: relevanceOf(record, query), bm25 });
     }
-    // Relevance first (the original's order), bm25 breaks ties.
-    return out.sort((a, b) => b.relevance - a.relevance || (b.ftsScore ?? 0) - (a.ftsScore ?? 0));
+    return out;
+  }
+
+  /** The fusion in effect: the call's overrides, else the settings, else the method's defaults (rrf: env). */
+  private fusionFor(settings: MemorySettings, override: RetrieveOptions['fusion']): FusionChoice {
+    const method = override?.method ?? settings.hybridFusion;
+    const def =
+      method === 'rrf'
+        ? { fts: this.d.env.MEMORY_RRF_FTS_WEIGHT, vector: this.d.env.MEMORY_RRF_VECTOR_WEIGHT }
+        : CONVEX_DEFAULT_WEIGHTS;
+    const ftsWeight = override?.ftsWeight ?? settings.hybridFtsWeight ?? def.fts;
+    const vectorWeight = override?.vectorWeight ?? settings.hybridVectorWeight ?? def.vector;
+    // Two zero weights would rank nothing (validation refuses them together; a stored one plus an override can still meet).
+    if (ftsWeight === 0 && vectorWeight === 0) return { method, ftsWeight: def.fts, vectorWeight: def.vector };
+    return { method, ftsWeight, vectorWeight };
   }
 
   private async vectorHits(
@@ -306,26 +337,45 @@ export class RetrievalService implements Retriever {
     return out;
   }
 
-  /** Weighted RRF of the vector and keyword rankings. */
-  private hybrid(hits: { id: string; score: number }[], filter: CandidateFilter, query: string) {
+  /**
+   * Fuses the vector and keyword rankings. `rrf`: weighted reciprocal rank fusion (ranks only).
+   * `convex` (Bruch et al. 2023): (w_fts·kw + w_vec·vec) / (w_fts + w_vec) where kw = bm25 divided
+   * by the query's own scale Σ idf(t) from FTS5's statistics, capped at 1 — a list of name-only
+   * matches stays near 0 instead of being stretched to 1 by min-max over the list — and vec = the
+   * cosine min-max normalised over the vector hits: static models score everything 0.4–0.7, so raw
+   * cosine would hand every vector hit a bonus a keyword-only candidate (its cosine unknown, below
+   * the k-th hit) never gets.
+   */
+  private hybrid(hits: { id: string; score: number }[], filter: CandidateFilter, query: string, fusion: FusionChoice) {
     const kw = this.keyword(filter, query);
-    const fused = rrfFuse(
-      [hits.map((h, i) => ({ id: h.id, rank: i + 1 })), kw.map((c, i) => ({ id: c.record.id, rank: i + 1 }))],
-      { k: this.d.env.MEMORY_RRF_K, weights: [this.d.env.MEMORY_RRF_VECTOR_WEIGHT, this.d.env.MEMORY_RRF_FTS_WEIGHT] },
-    );
+    let fused: FusedHit<string>[];
+    if (fusion.method === 'convex') {
+      const terms = ftsQueryTerms(query);
+      const stats = kw.length ? this.repo.termStats(terms) : { rows: 0, docFreqs: [] };
+      const scale = kw.length ? bm25QueryScale(stats.rows, stats.docFreqs) : 1;
+      fused = convexFuse<string>(
+        [minMaxNormalise(hits), kw.map((c) => ({ id: c.record.id, score: scale > 0 ? -c.bm25 / scale : 0 }))],
+        [fusion.vectorWeight, fusion.ftsWeight],
+      );
+    } else {
+      fused = rrfFuse<string>(
+        [hits.map((h, i) => ({ id: h.id, rank: i + 1 })), kw.map((c, i) => ({ id: c.record.id, rank: i + 1 }))],
+        { k: this.d.env.MEMORY_RRF_K, weights: [fusion.vectorWeight, fusion.ftsWeight] },
+      );
+    }
+    const tier = fusion.method === 'convex' ? ('hybrid-convex' as const) : ('hybrid-rrf' as const);
     const vecScore = new Map(hits.map((h) => [h.id, h.score]));
     const kwById = new Map(kw.map((c) => [c.record.id, c]));
-    const missing = fused.filter((f) => !kwById.has(f.id as string)).map((f) => f.id as string);
+    const missing = fused.filter((f) => !kwById.has(f.id)).map((f) => f.id);
     const records = new Map(this.repo.byIds(missing).map((r) => [r.id, r]));
     return fused
       .map((f) => {
-        const id = f.id as string;
-        const record = kwById.get(id)?.record ?? records.get(id);
+        const record = kwById.get(f.id)?.record ?? records.get(f.id);
         if (!record) return null;
         return {
-          c: { record, vecScore: vecScore.get(id) ?? null, ftsScore: kwById.get(id)?.ftsScore ?? null, relevance: kwById.get(id)?.relevance ?? 0 },
+          c: { record, vecScore: vecScore.get(f.id) ?? null, ftsScore: kwById.get(f.id)?.ftsScore ?? null, relevance: kwById.get(f.id)?.relevance ?? 0 },
           score: f.score,
-          tier: 'hybrid-rrf' as const,
+          tier,
         };
       })
       .filter((x): x is NonNullable<typeof x> => x !== null);

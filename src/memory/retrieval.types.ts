@@ -1,10 +1,18 @@
+import type { HybridFusion } from './settings';
 import type { Memory } from './types';
 
 /** Retrieval strategies (settings' `recent` maps to `exact`). */
 export type RetrievalStrategy = 'exact' | 'semantic' | 'hybrid';
 
 /** Which tier produced an item (the original's names). */
-export type RetrievalTier = 'fts5' | 'vector' | 'hybrid-rrf' | 'qdrant' | 'recent';
+export type RetrievalTier = 'fts5' | 'vector' | 'hybrid-rrf' | 'hybrid-convex' | 'qdrant' | 'recent';
+
+/** How hybrid fuses its two rankings (settings `hybridFusion` / `hybridFtsWeight` / `hybridVectorWeight`, or a preview's overrides). */
+export interface FusionChoice {
+  method: HybridFusion;
+  ftsWeight: number;
+  vectorWeight: number;
+}
 
 export interface RetrieveOptions {
   /** The text to match (the last user message); empty/null means recency only. */
@@ -19,6 +27,8 @@ export interface RetrieveOptions {
   scope?: 'apiKey' | 'session';
   /** Cap on returned items (preview). */
   limit?: number;
+  /** Overrides of the settings' fusion for this call (retrieve-preview); unset fields come from settings. */
+  fusion?: Partial<FusionChoice>;
 }
 
 export interface RetrievedItem {
@@ -42,6 +52,8 @@ export interface RetrievalResolution {
   rerankReason: string | null;
   /** Why a vector strategy fell back to keywords (null when it did not). */
   fallbackReason: string | null;
+  /** The fusion hybrid used (null when no fusion ran: exact, semantic, or a keyword fallback). */
+  fusion: FusionChoice | null;
 }
 
 export interface RetrievalResult {

@@ -33,7 +33,18 @@ export interface MemorySettings {
   summaryMode: 'rules' | 'llm';
   /** The upstream model asked for summaries in summaryMode "llm". */
   summaryModel: string;
+  /** Engram addition (issue #10): how hybrid fuses its keyword and vector rankings. */
+  hybridFusion: HybridFusion;
+  /** Keyword tier's weight in the fusion; null = the fusion's default (rrf: env MEMORY_RRF_FTS_WEIGHT). */
+  hybridFtsWeight: number | null;
+  /** Vector tier's weight in the fusion; null = the fusion's default (rrf: env MEMORY_RRF_VECTOR_WEIGHT). */
+  hybridVectorWeight: number | null;
 }
+
+export const HYBRID_FUSIONS = ['rrf', 'convex'] as const;
+export type HybridFusion = (typeof HYBRID_FUSIONS)[number];
+/** Largest fusion weight accepted (as the env's MEMORY_RRF_* weights). */
+export const MAX_FUSION_WEIGHT = 100;
 
 export const DEFAULT_MEMORY_SETTINGS: Readonly<MemorySettings> = Object.freeze({
   enabled: false,
@@ -58,6 +69,9 @@ export const DEFAULT_MEMORY_SETTINGS: Readonly<MemorySettings> = Object.freeze({
   compactFactor: 4,
   summaryMode: 'rules',
   summaryModel: 'gpt-4o-mini',
+  hybridFusion: 'convex',
+  hybridFtsWeight: null,
+  hybridVectorWeight: null,
 });
 
 /** API field → stored settings key (the original's keys). */
@@ -84,6 +98,9 @@ export const SETTING_KEYS: Record<keyof MemorySettings, string> = {
   compactFactor: 'memoryCompactFactor',
   summaryMode: 'memorySummaryMode',
   summaryModel: 'memorySummaryModel',
+  hybridFusion: 'memoryHybridFusion',
+  hybridFtsWeight: 'memoryHybridFtsWeight',
+  hybridVectorWeight: 'memoryHybridVectorWeight',
 };
 
 const isBool = (v: unknown): v is boolean => typeof v === 'boolean';
@@ -93,6 +110,8 @@ const clampInt = (v: unknown, lo: number, hi: number, def: number) => {
   return Math.min(hi, Math.max(lo, Math.round(n)));
 };
 const nonEmpty = (v: unknown): string | null => (typeof v === 'string' && v.trim() !== '' ? v.trim() : null);
+const weightOrNull = (v: unknown): number | null =>
+  typeof v === 'number' && Number.isFinite(v) && v >= 0 && v <= MAX_FUSION_WEIGHT ? v : null;
 const oneOf = <T extends string>(v: unknown, allowed: readonly T[], def: T): T =>
   typeof v === 'string' && (allowed as readonly string[]).includes(v) ? (v as T) : def;
 
@@ -129,6 +148,9 @@ export function normalizeMemorySettings(raw: Record<string, unknown>): MemorySet
     compactFactor: clampInt(g('compactFactor'), 2, 100, d.compactFactor),
     summaryMode: oneOf(g('summaryMode'), ['rules', 'llm'] as const, d.summaryMode),
     summaryModel: nonEmpty(g('summaryModel')) ?? d.summaryModel,
+    hybridFusion: oneOf(g('hybridFusion'), HYBRID_FUSIONS, d.hybridFusion),
+    hybridFtsWeight: weightOrNull(g('hybridFtsWeight')),
+    hybridVectorWeight: weightOrNull(g('hybridVectorWeight')),
   };
 }
 
@@ -138,7 +160,10 @@ const nullableString = z
   .nullable()
   .transform((v) => (v === null || v.trim() === '' ? null : v.trim()));
 
-/** PUT /api/settings/memory body: strict, every field optional (the original's schema). */
+/** A fusion weight: 0 (the tier does not vote) up to MAX_FUSION_WEIGHT. */
+export const fusionWeight = z.number().min(0).max(MAX_FUSION_WEIGHT);
+
+/** PUT /api/settings/memory body: strict, every field optional (the original's schema, plus Engram's additions). */
 export const memorySettingsUpdateSchema = z.strictObject({
   enabled: z.boolean().optional(),
   maxTokens: z.number().int().min(0).max(16000).optional(),
@@ -162,6 +187,12 @@ export const memorySettingsUpdateSchema = z.strictObject({
   compactFactor: z.number().int().min(2).max(100).optional(),
   summaryMode: z.enum(['rules', 'llm']).optional(),
   summaryModel: z.string().trim().min(1).max(256).optional(),
+  hybridFusion: z.enum(HYBRID_FUSIONS).optional(),
+  hybridFtsWeight: fusionWeight.nullable().optional(),
+  hybridVectorWeight: fusionWeight.nullable().optional(),
+}).refine((b) => !(b.hybridFtsWeight === 0 && b.hybridVectorWeight === 0), {
+  message: 'hybridFtsWeight and hybridVectorWeight cannot both be 0 (nothing would be ranked)',
+  path: ['hybridVectorWeight'],
 });
 export type MemorySettingsUpdate = z.infer<typeof memorySettingsUpdateSchema>;
 

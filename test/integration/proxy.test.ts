@@ -78,6 +78,7 @@ class FakeRetriever implements Retriever {
         rerankApplied: false,
         rerankReason: null,
         fallbackReason: null,
+        fusion: null,
       },
       totalTokens: items.reduce((s, i) => s + i.tokens, 0),
       budgetMaxTokens: opts.maxTokens,

@@ -87,7 +87,6 @@ describe('retrieval', () => {
       ['compiler', 'python'],
       ['storm', 'snow'],
     ];
-    const keywordOnly = new RetrievalService({ ...(t.ctx.retrieval as unknown as { d: ConstructorParameters<typeof RetrievalService>[0] }).d, env: { ...t.env, MEMORY_RRF_VECTOR_WEIGHT: 0 } });
     const mrr = async (run: (q: string) => Promise<string[]>) => {
       let sum = 0;
       for (const [q, rel] of labelled) {
@@ -98,7 +97,8 @@ describe('retrieval', () => {
       return sum / labelled.length;
     };
     const vector = await mrr((q) => keys('A', { strategy: 'semantic', query: q }));
-    const keyword = await mrr(async (q) => (await keywordOnly.retrieve('A', opts({ strategy: 'hybrid', query: q }), { preview: true })).items.map((i) => i.memory.key));
+    // The keyword tier's own ranking: hybrid with the vector tier's weight at 0.
+    const keyword = await mrr((q) => keys('A', { strategy: 'hybrid', query: q, fusion: { vectorWeight: 0 } }));
     const hybrid = await mrr((q) => keys('A', { strategy: 'hybrid', query: q }));
     expect(hybrid).toBeGreaterThan(vector);
     expect(hybrid).toBeGreaterThan(keyword);
@@ -197,7 +197,7 @@ describe('retrieval', () => {
     t.ctx.memory.create(memoryInput({ apiKeyId: 'R', key: 'true', content: 'йод and a кот' }), api);
     const r = await t.ctx.retrieval.retrieve('R', opts({ strategy: 'hybrid', query: 'йод кот' }), { preview: true });
     expect(r.resolution.fallbackReason).toEqual(expect.any(String));
-    // Relevance orders the keyword tier: "true" holds both words (6), "false" only кот (3).
+    // bm25 orders the keyword tier: "true" holds both words, "false" only кот (its "иод" is another word).
     expect(r.items.map((i) => i.memory.key)).toEqual(['true', 'false']);
     // Latin diacritics and case still match, as in FTS5 (remove_diacritics 2).
     t.ctx.memory.create(memoryInput({ apiKeyId: 'R', key: 'cafe', content: 'Naïve CAFÉ owner' }), api);
@@ -252,7 +252,7 @@ describe('retrieval', () => {
     expect(r.body.totalTokensUsed).toBe(r.body.memories.reduce((a: number, m: { tokens: number }) => a + m.tokens, 0));
     const one = await request(t.app).post('/api/memory/retrieve-preview').set(t.auth).send({ query: 'kitten', apiKeyId: 'A', limit: 1 });
     expect(one.body.memories).toHaveLength(1);
-    expect(one.body.memories[0]).toMatchObject({ key: 'cat', tier: 'hybrid-rrf', vecScore: expect.any(Number) });
+    expect(one.body.memories[0]).toMatchObject({ key: 'cat', tier: 'hybrid-convex', vecScore: expect.any(Number) });
     expect((await request(t.app).post('/api/memory/retrieve-preview').set(t.auth).send({ query: '' })).status).toBe(400);
     expect((await request(t.app).post('/api/memory/retrieve-preview').set(t.auth).send({ query: 'x', limit: 101 })).status).toBe(400);
     const bad = await request(t.app).post('/api/memory/retrieve-preview').set(t.auth).send({ query: 'x', extra: 1 });

@@ -78,6 +78,7 @@ export function memoryRoutes(ctx: ApiContext): Router {
           sessionId: body.sessionId ?? null,
           scope: body.sessionId ? 'session' : 'apiKey',
           limit: body.limit,
+          fusion: { method: body.hybridFusion, ftsWeight: body.ftsWeight, vectorWeight: body.vectorWeight },
         },
         { preview: true },
       );

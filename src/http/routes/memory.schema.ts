@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { memoryTypeSchema } from '../../memory/types';
+import { fusionWeight, HYBRID_FUSIONS } from '../../memory/settings';
 
 const MAX_CONTENT = 65_536;
 
@@ -60,14 +61,23 @@ export const updateBody = z
 export const idParams = z.object({ id: z.string().min(1).max(128) });
 
 /** POST /api/memory/retrieve-preview (the original's strict schema). */
-export const previewBody = z.strictObject({
-  query: z.string().trim().min(1).max(8192),
-  strategy: z.enum(['exact', 'semantic', 'hybrid']).default('hybrid'),
-  maxTokens: z.number().int().min(1).max(16000).default(2000),
-  apiKeyId: z.string().min(1).max(128).optional(),
-  limit: z.number().int().min(1).max(100).default(20),
-  sessionId: z.string().max(256).optional(),
-});
+export const previewBody = z
+  .strictObject({
+    query: z.string().trim().min(1).max(8192),
+    strategy: z.enum(['exact', 'semantic', 'hybrid']).default('hybrid'),
+    maxTokens: z.number().int().min(1).max(16000).default(2000),
+    apiKeyId: z.string().min(1).max(128).optional(),
+    limit: z.number().int().min(1).max(100).default(20),
+    sessionId: z.string().max(256).optional(),
+    // Engram additions (issue #10): try a fusion without changing the settings.
+    hybridFusion: z.enum(HYBRID_FUSIONS).optional(),
+    ftsWeight: fusionWeight.optional(),
+    vectorWeight: fusionWeight.optional(),
+  })
+  .refine((b) => !(b.ftsWeight === 0 && b.vectorWeight === 0), {
+    message: 'ftsWeight and vectorWeight cannot both be 0 (nothing would be ranked)',
+    path: ['vectorWeight'],
+  });
 
 /** POST /api/memory/reindex */
 export const reindexBody = z.strictObject({ force: z.boolean().default(false) });
