@@ -149,8 +149,11 @@ export class HttpBackend implements MemoryBackend {
     const r = this.ok(await this.call('list', {}, { apiKeyId: filter.apiKeyId, type: filter.type, sessionId: filter.sessionId, q: filter.q, limit, offset }));
     const parsed = listAnswer.safeParse(jsonOf(this.id, r));
     if (!parsed.success) throw new BackendError(`backend ${this.id}: the list answer is neither an array nor {data: [...]}`);
-    const data = parsed.data.data.map((m) => parseRemoteMemory(this.id, m));
-    return { data, total: parsed.data.total ?? data.length, byType: parsed.data.byType ?? countByType(data) };
+    const all = parsed.data.data.map((m) => parseRemoteMemory(this.id, m));
+    // As in search: whatever the service sends (a renamed tenant parameter it does not know, a careless
+    // service), a tenant's listing holds only its own memories — MCP clear deletes what it lists.
+    const data = filter.apiKeyId === undefined ? all : all.filter((m) => m.apiKeyId === filter.apiKeyId);
+    return { data, total: parsed.data.total ?? all.length, byType: data.length === all.length ? (parsed.data.byType ?? countByType(data)) : countByType(data) };
   }
 
   async search(q: BackendSearch): Promise<Memory[]> {

@@ -1,0 +1,60 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import request from 'supertest';
+import { buildTestApi, type TestApi } from '../helpers/api';
+import { testEnv } from '../helpers/env';
+import { callTool, httpMcpClient } from '../helpers/mcp-client';
+import { startFakeMemoryBackend, type FakeMemoryBackend } from '../helpers/fake-memory-backend';
+
+/**
+ * Review of issues 12, 13 and 16 together: defects found where the merged branches meet.
+ */
+describe('MCP over a remote primary whose listing ignores the tenant filter', () => {
+  jest.setTimeout(30_000);
+  let t: TestApi;
+  let server: Server;
+  let url: string;
+  let remote: FakeMemoryBackend;
+  const clients: Client[] = [];
+
+  beforeAll(async () => {
+    remote = await startFakeMemoryBackend();
+    t = buildTestApi(testEnv({ OMNIROUTE_ALLOW_PRIVATE_PROVIDER_URLS: 'true', SETTINGS_CACHE_TTL_MS: '0' }));
+    server = await new Promise<Server>((resolve) => {
+      const s = t.app.listen(0, '127.0.0.1', () => resolve(s));
+    });
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`;
+  });
+  afterAll(async () => {
+    for (const c of clients) await c.close().catch(() => undefined);
+    await new Promise<void>((r) => server.close(() => r()));
+    await t.close();
+    await remote.close();
+  });
+
+  it('a client key clears and lists only its own memories, whatever the service sends back', async () => {
+    const a = t.ctx.apiKeys.create('a');
+    const b = t.ctx.apiKeys.create('b');
+    // A service that names the tenant parameter differently from the config: it gets no tenant and lists everyone's.
+    const put = await request(t.app)
+      .put('/api/settings/memory')
+      .set(t.auth)
+      .send({ primaryBackend: 'svc', fallbackBackends: [], backendConfigs: { svc: { type: 'http', baseUrl: remote.baseUrl, queryParams: { apiKeyId: 'owner' } } } });
+    expect(put.status).toBe(200);
+    const mine = await request(t.app).post('/api/memory').set(t.auth).send({ apiKeyId: a.id, key: 'mine', content: 'A owns this' });
+    const theirs = await request(t.app).post('/api/memory').set(t.auth).send({ apiKeyId: b.id, key: 'theirs', content: 'B owns this' });
+    expect([mine.status, theirs.status]).toEqual([201, 201]);
+
+    const c = await httpMcpClient(url, a.key);
+    clients.push(c);
+    const listed = await c.listResources();
+    expect(listed.resources.map((r) => r.uri)).toEqual([`memory://${mine.body.memory.id}`]);
+
+    const cleared = await callTool(c, 'omniroute_memory_clear', {});
+    expect(cleared.json).toEqual({ success: true, data: { deletedCount: 1, message: 'Cleared 1 memories' } });
+    // B's memory is still there.
+    expect(remote.store.has(theirs.body.memory.id)).toBe(true);
+    expect(remote.store.has(mine.body.memory.id)).toBe(false);
+  });
+});
