@@ -3,7 +3,9 @@ import type { AddressInfo } from 'node:net';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import request from 'supertest';
 import { buildTestApi, type TestApi } from '../helpers/api';
-import { testEnv } from '../helpers/env';
+import { silentLog, testEnv } from '../helpers/env';
+import { waitUntil } from '../helpers/wait';
+import { startWorker, type RunningWorker } from '../../workers/main';
 import { callTool, httpMcpClient } from '../helpers/mcp-client';
 import { startFakeMemoryBackend, type FakeMemoryBackend } from '../helpers/fake-memory-backend';
 
@@ -56,5 +58,49 @@ describe('MCP over a remote primary whose listing ignores the tenant filter', ()
     // B's memory is still there.
     expect(remote.store.has(theirs.body.memory.id)).toBe(true);
     expect(remote.store.has(mine.body.memory.id)).toBe(false);
+  });
+});
+
+describe('import and restore keep every id with its tenant', () => {
+  jest.setTimeout(60_000);
+  let t: TestApi;
+  let w: RunningWorker;
+
+  beforeAll(async () => {
+    const env = testEnv({ REPAIR_SWEEP_EVERY_MS: '0', EXPIRE_EVERY_MS: '0', COMPACT_EVERY_MS: '0' });
+    t = buildTestApi(env);
+    w = await startWorker(env, silentLog());
+  });
+  afterAll(async () => {
+    await w.stop();
+    await t.close();
+  });
+
+  const importText = async (text: string) => {
+    const up = await request(t.app).post('/api/memory/import').set(t.auth).set('content-type', 'application/x-ndjson').send(text);
+    expect(up.status).toBe(202);
+    return waitUntil(
+      async () => {
+        const job = await t.ctx.queues.queue('import').getJob(up.body.jobId as string);
+        const state = await job?.getState();
+        if (state === 'failed') throw new Error(`job failed: ${job?.failedReason}`);
+        return state === 'completed' ? job!.returnvalue : null;
+      },
+      30_000,
+      'the import job',
+    );
+  };
+
+  it('an imported id of another tenant’s deleted memory is refused, so that memory stays restorable to its owner', async () => {
+    const ctx = { source: 'api' as const };
+    const gone = t.ctx.memory.create({ apiKeyId: 'owner-x', type: 'factual', key: 'diary', content: 'X wrote this and deleted it.' }, ctx).memory;
+    expect(t.ctx.memory.delete(gone.id, ctx)).toBe(true);
+    const result = await importText(`${JSON.stringify({ id: gone.id, apiKeyId: 'owner-y', type: 'factual', key: 'diary', content: 'Y takes the id over.' })}\n`);
+    expect(result).toMatchObject({ created: 0, failed: 1, errors: [{ line: 1, error: 'the id belongs to a memory of another API key' }] });
+    // The id's history is X's alone, and restore brings X's memory back to X.
+    expect(t.ctx.memory.history(gone.id).every((e) => (e.before ?? e.after)!.apiKeyId === 'owner-x')).toBe(true);
+    const restored = await request(t.app).post(`/api/memory/${gone.id}/restore`).set(t.auth);
+    expect(restored.status).toBe(200);
+    expect(restored.body.memory).toMatchObject({ id: gone.id, apiKeyId: 'owner-x', content: 'X wrote this and deleted it.' });
   });
 });
