@@ -1,4 +1,4 @@
-import type { Server } from 'node:http';
+import http, { type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import request from 'supertest';
@@ -102,5 +102,51 @@ describe('import and restore keep every id with its tenant', () => {
     const restored = await request(t.app).post(`/api/memory/${gone.id}/restore`).set(t.auth);
     expect(restored.status).toBe(200);
     expect(restored.body.memory).toMatchObject({ id: gone.id, apiKeyId: 'owner-x', content: 'X wrote this and deleted it.' });
+  });
+});
+
+describe('export stream', () => {
+  jest.setTimeout(60_000);
+  let t: TestApi;
+  let server: Server;
+
+  beforeAll(async () => {
+    t = buildTestApi();
+    server = await new Promise<Server>((resolve) => {
+      const s = t.app.listen(0, '127.0.0.1', () => resolve(s));
+    });
+  });
+  afterAll(async () => {
+    await new Promise<void>((r) => server.close(() => r()));
+    await t.close();
+  });
+
+  /** Whether a reader still holds a WAL snapshot: a TRUNCATE checkpoint reports busy while one does. */
+  const readerHoldsSnapshot = () => {
+    t.ctx.memory.create({ apiKeyId: 'probe', type: 'factual', key: `p${Math.random()}`, content: 'a write for the checkpoint' }, { source: 'api' });
+    const [r] = t.ctx.db.db.pragma('wal_checkpoint(TRUNCATE)') as { busy: number }[];
+    return r.busy !== 0;
+  };
+
+  it('a client that leaves mid-export releases the export’s read-only connection', async () => {
+    const pad = 'x'.repeat(2000);
+    const items = Array.from({ length: 4000 }, (_, i) => ({ apiKeyId: 'big', type: 'factual' as const, key: `k${i}`, content: `memory ${i} ${pad}` }));
+    for (let i = 0; i < items.length; i += 1000) t.ctx.memory.upsertMany(items.slice(i, i + 1000), { source: 'api' }, 'create');
+    expect(readerHoldsSnapshot()).toBe(false);
+    const port = (server.address() as AddressInfo).port;
+    await new Promise<void>((resolve, reject) => {
+      const req = http.get({ host: '127.0.0.1', port, path: '/api/memory/export?apiKeyId=big', headers: t.auth }, (res) => {
+        expect(res.statusCode).toBe(200);
+        res.once('data', () => {
+          // The export holds its own connection while it streams; the client goes away after the first chunk.
+          expect(readerHoldsSnapshot()).toBe(true);
+          req.destroy();
+          resolve();
+        });
+      });
+      req.on('error', () => undefined);
+      req.setTimeout(10_000, () => reject(new Error('no data')));
+    });
+    await waitUntil(() => !readerHoldsSnapshot(), 10_000, 'the export to release its read snapshot');
   });
 });
