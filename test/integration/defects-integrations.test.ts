@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import http, { type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -148,5 +149,54 @@ describe('export stream', () => {
       req.setTimeout(10_000, () => reject(new Error('no data')));
     });
     await waitUntil(() => !readerHoldsSnapshot(), 10_000, 'the export to release its read snapshot');
+  });
+});
+
+describe('import, summarize and restore with SQLite primary and a remote fallback', () => {
+  jest.setTimeout(90_000);
+  let t: TestApi;
+  let w: RunningWorker;
+  let mirror: FakeMemoryBackend;
+
+  beforeAll(async () => {
+    mirror = await startFakeMemoryBackend();
+    const env = testEnv({ OMNIROUTE_ALLOW_PRIVATE_PROVIDER_URLS: 'true', SETTINGS_CACHE_TTL_MS: '0', REPAIR_SWEEP_EVERY_MS: '0', EXPIRE_EVERY_MS: '0', COMPACT_EVERY_MS: '0' });
+    t = buildTestApi(env);
+    w = await startWorker(env, silentLog());
+  });
+  afterAll(async () => {
+    await w.stop();
+    await t.close();
+    await mirror.close();
+  });
+
+  const jobDone = (queue: 'import' | 'summarize', jobId: string) =>
+    waitUntil(
+      async () => {
+        const job = await t.ctx.queues.queue(queue).getJob(jobId);
+        const state = await job?.getState();
+        if (state === 'failed') throw new Error(`job failed: ${job?.failedReason}`);
+        return state === 'completed' ? job!.returnvalue : null;
+      },
+      30_000,
+      `${queue} job`,
+    );
+
+  it('every change they make reaches the fallback through backend-sync (the service hook, in the worker too)', async () => {
+    const put = await request(t.app).put('/api/settings/memory').set(t.auth).send({ primaryBackend: 'sqlite', fallbackBackends: ['mirror'], backendConfigs: { mirror: { type: 'http', baseUrl: mirror.baseUrl } } });
+    expect(put.status).toBe(200);
+    const old = '2025-01-15T10:00:00.000Z';
+    const ids = [crypto.randomUUID(), crypto.randomUUID()];
+    const text = ids.map((id, i) => JSON.stringify({ id, apiKeyId: 'hooked', type: 'factual', key: `k${i}`, content: `Imported fact ${i}.`, createdAt: old, updatedAt: old })).join('\n');
+    const up = await request(t.app).post('/api/memory/import').set(t.auth).set('content-type', 'application/x-ndjson').send(text);
+    expect(await jobDone('import', up.body.jobId)).toMatchObject({ created: 2 });
+    await waitUntil(() => ids.every((id) => mirror.store.has(id)), 20_000, 'the imported memories on the fallback');
+
+    const sum = await request(t.app).post('/api/memory/summarize').set(t.auth).send({ apiKeyId: 'hooked', olderThanDays: 30 });
+    const result = (await jobDone('summarize', sum.body.jobId)) as { summaryIds: string[] };
+    await waitUntil(() => mirror.store.has(result.summaryIds[0]) && ids.every((id) => !mirror.store.has(id)), 20_000, 'the summary on the fallback, the originals gone');
+
+    expect((await request(t.app).post(`/api/memory/${ids[0]}/restore`).set(t.auth)).status).toBe(200);
+    await waitUntil(() => mirror.store.get(ids[0])?.content === 'Imported fact 0.', 20_000, 'the restored memory on the fallback');
   });
 });
