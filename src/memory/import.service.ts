@@ -283,23 +283,28 @@ export class ImportService {
   }
 
   private sqlite(file: string, importedAt: string) {
-    let db: Database.Database;
+    let db: Database.Database | undefined;
     try {
       db = new Database(file, { readonly: true, fileMustExist: true });
+      // Only a table is read: a view is SQL from the file, run synchronously in the worker (a recursive one never returns).
+      const kind = db.prepare("SELECT type FROM sqlite_master WHERE name = 'memories' COLLATE NOCASE").pluck().get();
+      if (kind !== undefined && kind !== 'table') throw new Error(`memories is not a table (it is a ${String(kind)})`);
       const cols = (db.prepare("SELECT name FROM pragma_table_info('memories')").all() as { name: string }[]).map((c) => c.name);
       if (!cols.includes('content')) throw new Error('the database has no memories table with a content column');
     } catch (err) {
+      if (db?.open) db.close();
       throw new UnusableUploadError(`not a database of the original product: ${(err as Error).message}`);
     }
+    const opened = db;
     return {
-      total: async () => (db.prepare('SELECT count(*) AS n FROM memories').get() as { n: number }).n,
+      total: async () => (opened.prepare('SELECT count(*) AS n FROM memories').get() as { n: number }).n,
       items: async function* (): AsyncGenerator<SourceItem> {
-        for (const row of db.prepare('SELECT rowid AS _rowid, * FROM memories ORDER BY rowid').iterate() as IterableIterator<OriginalRow>) {
+        for (const row of opened.prepare('SELECT rowid AS _rowid, * FROM memories ORDER BY rowid').iterate() as IterableIterator<OriginalRow>) {
           yield fromOriginalRow(row, importedAt);
         }
       },
       close: () => {
-        if (db.open) db.close();
+        if (opened.open) opened.close();
       },
     };
   }

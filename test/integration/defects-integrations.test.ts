@@ -1,10 +1,13 @@
 import crypto from 'node:crypto';
+import fs from 'node:fs';
 import http, { type Server } from 'node:http';
+import path from 'node:path';
+import Database from 'better-sqlite3';
 import type { AddressInfo } from 'node:net';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import request from 'supertest';
 import { buildTestApi, type TestApi } from '../helpers/api';
-import { silentLog, testEnv } from '../helpers/env';
+import { silentLog, tempDir, testEnv } from '../helpers/env';
 import { waitUntil } from '../helpers/wait';
 import { startWorker, type RunningWorker } from '../../workers/main';
 import { callTool, httpMcpClient } from '../helpers/mcp-client';
@@ -198,5 +201,48 @@ describe('import, summarize and restore with SQLite primary and a remote fallbac
 
     expect((await request(t.app).post(`/api/memory/${ids[0]}/restore`).set(t.auth)).status).toBe(200);
     await waitUntil(() => mirror.store.get(ids[0])?.content === 'Imported fact 0.', 20_000, 'the restored memory on the fallback');
+  });
+});
+
+describe('an uploaded database of the original product', () => {
+  jest.setTimeout(60_000);
+  let t: TestApi;
+  let w: RunningWorker;
+
+  beforeAll(async () => {
+    const env = testEnv({ REPAIR_SWEEP_EVERY_MS: '0', EXPIRE_EVERY_MS: '0', COMPACT_EVERY_MS: '0' });
+    t = buildTestApi(env);
+    w = await startWorker(env, silentLog());
+  });
+  afterAll(async () => {
+    await w.stop();
+    await t.close();
+  });
+
+  it('whose `memories` is a view (SQL that would run in the worker: a recursive one never ends) is refused, not read', async () => {
+    const file = path.join(tempDir('orig'), 'view.sqlite');
+    const db = new Database(file);
+    // Bounded here; without its LIMIT the same view would block the worker's event loop for good.
+    db.exec(`CREATE VIEW memories AS
+      WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n LIMIT 50)
+      SELECT 'id-' || i AS id, 'owner' AS api_key_id, NULL AS session_id, 'factual' AS type, 'k' || i AS key, 'generated ' || i AS content,
+             NULL AS metadata, datetime('now') AS created_at, datetime('now') AS updated_at, NULL AS expires_at, NULL AS memory_id, 0 AS access_count, NULL AS last_accessed_at
+      FROM n`);
+    db.close();
+    const up = await request(t.app).post('/api/memory/import?map=owner=viewer').set(t.auth).set('content-type', 'application/octet-stream').send(fs.readFileSync(file));
+    expect(up.status).toBe(202);
+    expect(up.body.format).toBe('sqlite');
+    const reason = await waitUntil(
+      async () => {
+        const job = await t.ctx.queues.queue('import').getJob(up.body.jobId as string);
+        const state = await job?.getState();
+        if (state === 'completed') throw new Error('the view was imported');
+        return state === 'failed' ? job!.failedReason : null;
+      },
+      30_000,
+      'the import job to fail',
+    );
+    expect(reason).toMatch(/memories is not a table/);
+    expect(t.ctx.memory.list({ apiKeyId: 'viewer' }, 10, 0).total).toBe(0);
   });
 });
