@@ -178,7 +178,14 @@ export class ImportService {
       return id;
     };
 
-    const source = data.format === 'ndjson' ? this.ndjson(file, importedAt) : this.sqlite(file, importedAt);
+    let source: ReturnType<ImportService['ndjson']> | ReturnType<ImportService['sqlite']>;
+    try {
+      source = data.format === 'ndjson' ? this.ndjson(file, importedAt) : this.sqlite(file, importedAt);
+    } catch (err) {
+      // Never importable (the job is not retried): the upload goes now, as after a finished import.
+      if (err instanceof UnusableUploadError) await fs.promises.rm(file, { force: true });
+      throw err;
+    }
     result.total = await source.total();
     await hooks.progress({ phase: 'importing', done: 0, total: result.total, failed: 0 });
     const ctx = { source: 'import' as const, jobId: hooks.jobId };

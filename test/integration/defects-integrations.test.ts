@@ -244,5 +244,7 @@ describe('an uploaded database of the original product', () => {
     );
     expect(reason).toMatch(/memories is not a table/);
     expect(t.ctx.memory.list({ apiKeyId: 'viewer' }, 10, 0).total).toBe(0);
+    // A file that can never be imported is not kept either.
+    expect(fs.readdirSync(path.join(t.env.DATA_DIR, 'imports'))).toEqual([]);
   });
 });
