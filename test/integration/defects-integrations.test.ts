@@ -11,6 +11,8 @@ import { silentLog, tempDir, testEnv } from '../helpers/env';
 import { waitUntil } from '../helpers/wait';
 import { startWorker, type RunningWorker } from '../../workers/main';
 import { callTool, httpMcpClient } from '../helpers/mcp-client';
+import { HttpBackend } from '../../src/backends/http.backend';
+import { OutboundPolicy } from '../../src/net/url-policy';
 import { startFakeMemoryBackend, type FakeMemoryBackend } from '../helpers/fake-memory-backend';
 
 /**
@@ -246,5 +248,24 @@ describe('an uploaded database of the original product', () => {
     expect(t.ctx.memory.list({ apiKeyId: 'viewer' }, 10, 0).total).toBe(0);
     // A file that can never be imported is not kept either.
     expect(fs.readdirSync(path.join(t.env.DATA_DIR, 'imports'))).toEqual([]);
+  });
+});
+
+describe('generic HTTP backend ids', () => {
+  it('an id that is a dot segment ("." or "..", e.g. memory://.. from a client key) is absent and never becomes another path of the service', async () => {
+    const fake = await startFakeMemoryBackend();
+    const policy = new OutboundPolicy({ allowPrivate: true });
+    try {
+      const b = new HttpBackend('svc', { baseUrl: `${fake.baseUrl}/tenants/acme`, apiKey: 'svc-token-0123456789' }, policy);
+      for (const id of ['..', '.']) {
+        expect(await b.get(id)).toBeNull();
+        expect(await b.update(id, { content: 'x' }, { source: 'api' })).toBeNull();
+        expect(await b.delete(id, { source: 'api' })).toBe(false);
+      }
+      expect(fake.requests.map((r) => `${r.method} ${r.path}`)).toEqual([]);
+    } finally {
+      await policy.close();
+      await fake.close();
+    }
   });
 });
