@@ -162,7 +162,9 @@ export class HttpBackend implements MemoryBackend {
     // As in search: whatever the service sends (a renamed tenant parameter it does not know, a careless
     // service), a tenant's listing holds only its own memories — MCP clear deletes what it lists.
     const data = filter.apiKeyId === undefined ? all : all.filter((m) => m.apiKeyId === filter.apiKeyId);
-    return { data, total: parsed.data.total ?? all.length, byType: data.length === all.length ? (parsed.data.byType ?? countByType(data)) : countByType(data) };
+    // A bare array says nothing of the total: a full page means there may be more (callers that page on, as MCP clear, go on).
+    const total = parsed.data.total ?? offset + all.length + (all.length >= limit ? 1 : 0);
+    return { data, total, byType: data.length === all.length ? (parsed.data.byType ?? countByType(data)) : countByType(data) };
   }
 
   async search(q: BackendSearch): Promise<Memory[]> {

@@ -269,3 +269,39 @@ describe('generic HTTP backend ids', () => {
     }
   });
 });
+
+describe('MCP clear over a remote primary that lists pages as bare arrays (no total)', () => {
+  jest.setTimeout(60_000);
+  let t: TestApi;
+  let server: Server;
+  let remote: FakeMemoryBackend;
+  let client: Client | null = null;
+
+  beforeAll(async () => {
+    remote = await startFakeMemoryBackend();
+    remote.listAsArray = true;
+    t = buildTestApi(testEnv({ OMNIROUTE_ALLOW_PRIVATE_PROVIDER_URLS: 'true', SETTINGS_CACHE_TTL_MS: '0' }));
+    server = await new Promise<Server>((resolve) => {
+      const s = t.app.listen(0, '127.0.0.1', () => resolve(s));
+    });
+  });
+  afterAll(async () => {
+    await client?.close().catch(() => undefined);
+    await new Promise<void>((r) => server.close(() => r()));
+    await t.close();
+    await remote.close();
+  });
+
+  it('removes every match, not the first page only', async () => {
+    const a = t.ctx.apiKeys.create('arrays');
+    expect((await request(t.app).put('/api/settings/memory').set(t.auth).send({ primaryBackend: 'svc', fallbackBackends: [], backendConfigs: { svc: { type: 'http', baseUrl: remote.baseUrl } } })).status).toBe(200);
+    for (let i = 0; i < 450; i++) {
+      const id = crypto.randomUUID();
+      remote.store.set(id, { id, apiKeyId: a.id, type: 'factual', key: `k${i}`, content: `memory ${i}`, createdAt: new Date().toISOString() });
+    }
+    client = await httpMcpClient(`http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`, a.key);
+    const cleared = await callTool(client, 'omniroute_memory_clear', {});
+    expect(cleared.json).toEqual({ success: true, data: { deletedCount: 450, message: 'Cleared 450 memories' } });
+    expect(remote.store.size).toBe(0);
+  });
+});
