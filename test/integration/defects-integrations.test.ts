@@ -8,10 +8,13 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import request from 'supertest';
 import { buildTestApi, type TestApi } from '../helpers/api';
 import { silentLog, tempDir, testEnv } from '../helpers/env';
+import { tempStorage } from '../helpers/storage';
 import { waitUntil } from '../helpers/wait';
 import { startWorker, type RunningWorker } from '../../workers/main';
 import { callTool, httpMcpClient } from '../helpers/mcp-client';
+import { BackendManager } from '../../src/backends/manager';
 import { HttpBackend } from '../../src/backends/http.backend';
+import { QueueLayer } from '../../src/queue/queues';
 import { OutboundPolicy } from '../../src/net/url-policy';
 import { startFakeMemoryBackend, type FakeMemoryBackend } from '../helpers/fake-memory-backend';
 
@@ -303,5 +306,33 @@ describe('MCP clear over a remote primary that lists pages as bare arrays (no to
     const cleared = await callTool(client, 'omniroute_memory_clear', {});
     expect(cleared.json).toEqual({ success: true, data: { deletedCount: 450, message: 'Cleared 450 memories' } });
     expect(remote.store.size).toBe(0);
+  });
+});
+
+describe('shutdown of the backend manager', () => {
+  it('waits for the backend-sync jobs of changes already committed, so the store can close after it without losing one', async () => {
+    const env = testEnv({ SETTINGS_CACHE_TTL_MS: '0', OMNIROUTE_ALLOW_PRIVATE_PROVIDER_URLS: 'true' });
+    const s = tempStorage(env);
+    const queues = new QueueLayer(env, silentLog(), s.db.db, 'worker');
+    const manager = new BackendManager({ memory: s.memory, settings: s.settings, queues, policy: new OutboundPolicy({ allowPrivate: true }), log: silentLog() });
+    s.settings.updateMemory({ fallbackBackends: ['mirror'], backendConfigs: { mirror: { type: 'http', baseUrl: 'http://127.0.0.1:9' } } });
+    const n = 300;
+    // As an import batch in a worker: one transaction, then the hook enqueues one backend-sync per memory.
+    s.memory.upsertMany(Array.from({ length: n }, (_, i) => ({ apiKeyId: 'k', type: 'factual' as const, key: `k${i}`, content: `memory ${i}` })), { source: 'import' }, 'import');
+    // The worker's shutdown order: backends, queues, sqlite.
+    await manager.shutdown();
+    await queues.close();
+    s.close();
+
+    const again = tempStorage(env);
+    const check = new QueueLayer(env, silentLog(), again.db.db, 'worker');
+    try {
+      const queued = await check.queue('maintenance').getJobCountByTypes('waiting', 'prioritized', 'delayed');
+      expect(queued + check.outboxCount()).toBe(n);
+    } finally {
+      await check.queue('maintenance').obliterate({ force: true });
+      await check.close();
+      again.close();
+    }
   });
 });
