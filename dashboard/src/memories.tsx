@@ -251,7 +251,7 @@ function MemoryItem({ m, keys, onChanged }: { m: Memory; keys: KeyInfo[]; onChan
 /** Summarise old: dry run → count and confirm → job with live progress. */
 function SummarizeOld({ apiKeyId, onDone }: { apiKeyId: string; onDone: () => void }) {
   const [days, setDays] = useState(30);
-  const [dry, setDry] = useState<{ candidates: number | unknown[]; totalTokens: number } | null>(null);
+  const [dry, setDry] = useState<{ candidates: number | unknown[]; candidateCount?: number; totalTokens: number } | null>(null);
   const [job, setJob] = useState<Started | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
@@ -269,7 +269,8 @@ function SummarizeOld({ apiKeyId, onDone }: { apiKeyId: string; onDone: () => vo
       setBusy(false);
     }
   };
-  const count = (c: number | unknown[]) => (Array.isArray(c) ? c.length : c);
+  // The dry run lists at most 1000 candidates; candidateCount is how many there are.
+  const count = (d: { candidates: number | unknown[]; candidateCount?: number }) => d.candidateCount ?? (Array.isArray(d.candidates) ? d.candidates.length : d.candidates);
   const run = async () => {
     setDry(null);
     try {
@@ -293,12 +294,12 @@ function SummarizeOld({ apiKeyId, onDone }: { apiKeyId: string; onDone: () => vo
       <p class="muted">A dry run counts the candidates first{apiKeyId ? ' for the selected API key' : ' across all API keys'}; nothing changes until you confirm.</p>
       <ErrorText error={error} />
       {dry ? (
-        count(dry.candidates) === 0 ? (
+        count(dry) === 0 ? (
           <p role="status">No memory is older than {days} days: nothing to summarize.</p>
         ) : (
-          <Confirm title="Summarize these memories?" confirmLabel={`Summarize ${count(dry.candidates)}`} onConfirm={run} onCancel={() => setDry(null)}>
+          <Confirm title="Summarize these memories?" confirmLabel={`Summarize ${count(dry)}`} onConfirm={run} onCancel={() => setDry(null)}>
             <p>
-              {count(dry.candidates)} memories older than {days} days ({dry.totalTokens} tokens) will be folded into one summary per API key; the originals stay in history.
+              {count(dry)} memories older than {days} days ({dry.totalTokens} tokens) will be folded into one summary per API key; the originals stay in history.
             </p>
           </Confirm>
         )

@@ -53,6 +53,12 @@ const searchAnswer = z.union([z.array(z.unknown()), z.object({ data: z.array(z.u
 const oneAnswer = z.union([z.object({ memory: z.unknown() }).transform((o) => o.memory), z.object({ data: z.object({ id: z.unknown() }).loose() }).transform((o) => o.data), z.unknown()]);
 
 /**
+ * "." and ".." survive encodeURIComponent and URL resolution removes them ("/memories/.." is the base):
+ * such an id would address another path of the service (DELETE /api/memory/%2E%2E, memory://..). No memory has it.
+ */
+const isDotSegment = (id: string) => id === '.' || id === '..';
+
+/**
  * A memory service spoken to over HTTP/JSON (digest §8.2): endpoint templates with `{placeholders}`,
  * renamed query and path parameters, bearer and custom headers, a timeout and a response-size limit
  * on every call, the shared outbound URL policy; 404 on get/update/delete means "not there".
@@ -124,12 +130,14 @@ export class HttpBackend implements MemoryBackend {
   }
 
   async get(id: string): Promise<Memory | null> {
+    if (isDotSegment(id)) return null;
     const r = await this.call('get', { id }, {});
     if (r.status === 404) return null;
     return parseRemoteMemory(this.id, oneAnswer.parse(jsonOf(this.id, this.ok(r))));
   }
 
   async update(id: string, patch: UpdateMemoryInput, _ctx: ChangeContext): Promise<Memory | null> {
+    if (isDotSegment(id)) return null;
     const r = await this.call('update', { id }, {}, patch);
     if (r.status === 404) return null;
     const body = jsonOf(this.id, this.ok(r));
@@ -139,6 +147,7 @@ export class HttpBackend implements MemoryBackend {
   }
 
   async delete(id: string, _ctx: ChangeContext): Promise<boolean> {
+    if (isDotSegment(id)) return false;
     const r = await this.call('delete', { id }, {});
     if (r.status === 404) return false;
     this.ok(r);
@@ -149,8 +158,13 @@ export class HttpBackend implements MemoryBackend {
     const r = this.ok(await this.call('list', {}, { apiKeyId: filter.apiKeyId, type: filter.type, sessionId: filter.sessionId, q: filter.q, limit, offset }));
     const parsed = listAnswer.safeParse(jsonOf(this.id, r));
     if (!parsed.success) throw new BackendError(`backend ${this.id}: the list answer is neither an array nor {data: [...]}`);
-    const data = parsed.data.data.map((m) => parseRemoteMemory(this.id, m));
-    return { data, total: parsed.data.total ?? data.length, byType: parsed.data.byType ?? countByType(data) };
+    const all = parsed.data.data.map((m) => parseRemoteMemory(this.id, m));
+    // As in search: whatever the service sends (a renamed tenant parameter it does not know, a careless
+    // service), a tenant's listing holds only its own memories — MCP clear deletes what it lists.
+    const data = filter.apiKeyId === undefined ? all : all.filter((m) => m.apiKeyId === filter.apiKeyId);
+    // A bare array says nothing of the total: a full page means there may be more (callers that page on, as MCP clear, go on).
+    const total = parsed.data.total ?? offset + all.length + (all.length >= limit ? 1 : 0);
+    return { data, total, byType: data.length === all.length ? (parsed.data.byType ?? countByType(data)) : countByType(data) };
   }
 
   async search(q: BackendSearch): Promise<Memory[]> {

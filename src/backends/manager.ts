@@ -43,6 +43,8 @@ export class BackendManager {
   readonly sqlite: SqliteBackend;
   private routing: Routing | null = null;
   private retriever: Retriever | null = null;
+  /** backend-sync enqueues of committed local changes still running (shutdown waits for them before the queues and the store close). */
+  private readonly pending = new Set<Promise<void>>();
 
   constructor(private readonly d: BackendManagerDeps) {
     this.sqlite = new SqliteBackend(d.memory, d.settings, () => this.retriever);
@@ -151,10 +153,13 @@ export class BackendManager {
       return;
     }
     if (r.primary !== this.sqlite || r.fallbacks.length === 0) return;
-    this.enqueueSyncs(
+    const p: Promise<void> = this.enqueueSyncs(
       r.fallbacks,
       changes.map((c) => c.memory.id),
-    ).catch((err) => this.d.log.warn({ err: { message: (err as Error).message } }, 'could not enqueue backend-sync'));
+    )
+      .catch((err) => this.d.log.warn({ err: { message: (err as Error).message } }, 'could not enqueue backend-sync'))
+      .finally(() => this.pending.delete(p));
+    this.pending.add(p);
   }
 
   async create(input: BackendCreateInput, ctx: ChangeContext): Promise<{ memory: Memory; created: boolean }> {
@@ -264,6 +269,8 @@ export class BackendManager {
   }
 
   async shutdown(): Promise<void> {
+    // The syncs of changes already committed go to Redis or the outbox before the caller closes them.
+    while (this.pending.size > 0) await Promise.all([...this.pending]);
     const r = this.routing;
     this.routing = null;
     if (r) await Promise.all([r.primary, ...r.fallbacks].filter((b) => b !== this.sqlite).map((b) => b.shutdown?.().catch(() => undefined)));

@@ -74,8 +74,9 @@ async function matchingIds(backends: BackendManager, apiKeyId: string, type: Mem
   const page = 200;
   for (let offset = 0; ; offset += page) {
     const r = await backends.list({ apiKeyId, type }, page, offset);
-    for (const m of r.data) if (!before || new Date(m.createdAt).getTime() < before.getTime()) ids.push(m.id);
-    if (r.data.length < page || offset + page >= r.total) break;
+    // Only the tenant's own (a backend's listing is not trusted to have applied the filter): clear never reaches another key.
+    for (const m of r.data) if (m.apiKeyId === apiKeyId && (!type || m.type === type) && (!before || new Date(m.createdAt).getTime() < before.getTime())) ids.push(m.id);
+    if (r.data.length === 0 || offset + page >= r.total) break;
   }
   return [...new Set(ids)];
 }
@@ -169,7 +170,7 @@ export function createMcpServer(deps: McpDeps, principal: McpPrincipal): McpServ
     new ResourceTemplate('memory://{id}', {
       list: async () => {
         const r = await backends.list(principal.kind === 'apiKey' ? { apiKeyId: principal.apiKeyId } : {}, 100, 0);
-        return { resources: r.data.map((m) => ({ uri: `memory://${m.id}`, name: m.key || m.id, mimeType: 'application/json' })) };
+        return { resources: r.data.filter(visible).map((m) => ({ uri: `memory://${m.id}`, name: m.key || m.id, mimeType: 'application/json' })) };
       },
     }),
     { title: 'Memory', description: 'One memory, read-only (JSON)', mimeType: 'application/json' },

@@ -178,7 +178,14 @@ export class ImportService {
       return id;
     };
 
-    const source = data.format === 'ndjson' ? this.ndjson(file, importedAt) : this.sqlite(file, importedAt);
+    let source: ReturnType<ImportService['ndjson']> | ReturnType<ImportService['sqlite']>;
+    try {
+      source = data.format === 'ndjson' ? this.ndjson(file, importedAt) : this.sqlite(file, importedAt);
+    } catch (err) {
+      // Never importable (the job is not retried): the upload goes now, as after a finished import.
+      if (err instanceof UnusableUploadError) await fs.promises.rm(file, { force: true });
+      throw err;
+    }
     result.total = await source.total();
     await hooks.progress({ phase: 'importing', done: 0, total: result.total, failed: 0 });
     const ctx = { source: 'import' as const, jobId: hooks.jobId };
@@ -283,23 +290,28 @@ export class ImportService {
   }
 
   private sqlite(file: string, importedAt: string) {
-    let db: Database.Database;
+    let db: Database.Database | undefined;
     try {
       db = new Database(file, { readonly: true, fileMustExist: true });
+      // Only a table is read: a view is SQL from the file, run synchronously in the worker (a recursive one never returns).
+      const kind = db.prepare("SELECT type FROM sqlite_master WHERE name = 'memories' COLLATE NOCASE").pluck().get();
+      if (kind !== undefined && kind !== 'table') throw new Error(`memories is not a table (it is a ${String(kind)})`);
       const cols = (db.prepare("SELECT name FROM pragma_table_info('memories')").all() as { name: string }[]).map((c) => c.name);
       if (!cols.includes('content')) throw new Error('the database has no memories table with a content column');
     } catch (err) {
+      if (db?.open) db.close();
       throw new UnusableUploadError(`not a database of the original product: ${(err as Error).message}`);
     }
+    const opened = db;
     return {
-      total: async () => (db.prepare('SELECT count(*) AS n FROM memories').get() as { n: number }).n,
+      total: async () => (opened.prepare('SELECT count(*) AS n FROM memories').get() as { n: number }).n,
       items: async function* (): AsyncGenerator<SourceItem> {
-        for (const row of db.prepare('SELECT rowid AS _rowid, * FROM memories ORDER BY rowid').iterate() as IterableIterator<OriginalRow>) {
+        for (const row of opened.prepare('SELECT rowid AS _rowid, * FROM memories ORDER BY rowid').iterate() as IterableIterator<OriginalRow>) {
           yield fromOriginalRow(row, importedAt);
         }
       },
       close: () => {
-        if (db.open) db.close();
+        if (opened.open) opened.close();
       },
     };
   }

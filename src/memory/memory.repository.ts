@@ -321,6 +321,11 @@ export class MemoryRepository {
       );
   }
 
+  /** Whether the history of this memory id names another API key (a deleted memory's id stays its owner's). */
+  historyOfOtherKey(memoryUuid: string, apiKeyId: string): boolean {
+    return this.stmt('SELECT 1 FROM memory_events WHERE memory_uuid = ? AND api_key_id <> ? LIMIT 1').get(memoryUuid, apiKeyId) !== undefined;
+  }
+
   events(memoryUuid: string): MemoryEvent[] {
     const rows = this.stmt('SELECT * FROM memory_events WHERE memory_uuid = ? ORDER BY event_id')
       .all(memoryUuid) as {

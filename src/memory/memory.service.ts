@@ -393,7 +393,10 @@ export class MemoryService {
   importInTx(rec: ImportRecord, ctx: ChangeContext): { outcome: 'created' | 'updated' | 'unchanged'; change: MemoryChange | null } {
     return this.db.transaction(() => {
       const byId = this.repo.findById(rec.id);
-      if (byId && byId.apiKeyId !== rec.apiKeyId) throw new ImportRecordError('the id belongs to a memory of another API key');
+      // Also a deleted or summarised memory's id: taking it over would mix two tenants in one history and make restore 409.
+      if ((byId && byId.apiKeyId !== rec.apiKeyId) || (!byId && this.repo.historyOfOtherKey(rec.id, rec.apiKeyId))) {
+        throw new ImportRecordError('the id belongs to a memory of another API key');
+      }
       const key = rec.key ? rec.key : null;
       const target = byId ?? (key ? this.repo.findByKey(rec.apiKeyId, key) : null);
       const hash = contentHash(rec.content);

@@ -31,13 +31,15 @@ export interface FakeMemoryBackend {
   delayMs: number;
   /** List answers carry this many bytes of padding (response-size limit). */
   padBytes: number;
+  /** List answers are a bare array of the page (no total), as the generic protocol allows. */
+  listAsArray: boolean;
   close(): Promise<void>;
 }
 
 /** A remote memory service on 127.0.0.1 speaking the generic backend protocol (JSON over HTTP). */
 export async function startFakeMemoryBackend(dialect: Dialect = 'default'): Promise<FakeMemoryBackend> {
   const n = dialect === 'default' ? { items: '/memories', search: '/memories/search', health: '/health', tenant: 'apiKeyId', text: 'query', max: 'limit', skip: 'offset', kind: 'type', q: 'q' } : { items: '/v2/items', search: '/v2/find', health: '/v2/health', tenant: 'tenant', text: 'text', max: 'max', skip: 'skip', kind: 'kind', q: 'text' };
-  const state: FakeMemoryBackend = { baseUrl: '', requests: [], store: new Map(), down: false, failNext: 0, delayMs: 0, padBytes: 0, close: async () => undefined };
+  const state: FakeMemoryBackend = { baseUrl: '', requests: [], store: new Map(), down: false, failNext: 0, delayMs: 0, padBytes: 0, listAsArray: false, close: async () => undefined };
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -76,6 +78,7 @@ export async function startFakeMemoryBackend(dialect: Dialect = 'default'): Prom
           const all = [...state.store.values()].filter((m) => (qp(n.tenant) === undefined || m.apiKeyId === qp(n.tenant)) && (qp(n.kind) === undefined || m.type === qp(n.kind)));
           const skip = Number(qp(n.skip) ?? 0);
           const max = Number(qp(n.max) ?? 50);
+          if (state.listAsArray) return send(200, all.slice(skip, skip + max));
           return send(200, { data: all.slice(skip, skip + max), total: all.length, padding: 'x'.repeat(state.padBytes) });
         }
         if (req.method === 'POST' && p === n.items) {
