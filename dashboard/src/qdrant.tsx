@@ -46,9 +46,28 @@ interface Started {
 
 type JobKind = 'backfill' | 'cleanup';
 
-const JOB_ROUTES: Record<JobKind, { path: string; label: string; name: string }> = {
-  backfill: { path: '/api/memory/qdrant/backfill', label: 'Backfill', name: 'qdrant-backfill' },
-  cleanup: { path: '/api/settings/qdrant/cleanup', label: 'Cleanup', name: 'qdrant-cleanup' },
+const plural = (n: number, one: string, many: string) => `${n} ${n === 1 ? one : many}`;
+
+/** The backfill's return value (src/memory/qdrant-sync.service.ts BackfillProgress) in words. */
+function backfillResult(r: unknown): string | null {
+  const o = (r ?? {}) as { phase?: string; reason?: string; done?: number; total?: number; failed?: number; collection?: string; dropped?: string[] };
+  if (o.phase === 'skipped') return `skipped: ${o.reason ?? 'no reason given'}`;
+  if (typeof o.done !== 'number') return null;
+  const dropped = o.dropped?.length ? `; dropped the old ${plural(o.dropped.length, 'collection', 'collections')} ${o.dropped.join(', ')}` : '';
+  return `${o.done} of ${plural(o.total ?? o.done, 'memory', 'memories')} copied into ${o.collection ?? 'Qdrant'}, ${o.failed ?? 0} failed; the alias points there${dropped}.`;
+}
+
+/** The cleanup's return value in words. */
+function cleanupResult(r: unknown): string | null {
+  const o = (r ?? {}) as { phase?: string; reason?: string; expired?: number; orphans?: number; scanned?: number; deletedCount?: number; collections?: string[] };
+  if (o.phase === 'skipped') return `skipped: ${o.reason ?? 'no reason given'}`;
+  if (typeof o.deletedCount !== 'number') return null;
+  return `deleted ${plural(o.deletedCount, 'point', 'points')} (${o.expired ?? 0} expired, ${o.orphans ?? 0} without a memory) after scanning ${plural(o.scanned ?? 0, 'point', 'points')} in ${plural(o.collections?.length ?? 0, 'collection', 'collections')}.`;
+}
+
+const JOB_ROUTES: Record<JobKind, { path: string; label: string; name: string; result: (r: unknown) => string | null }> = {
+  backfill: { path: '/api/memory/qdrant/backfill', label: 'Backfill', name: 'qdrant-backfill', result: backfillResult },
+  cleanup: { path: '/api/settings/qdrant/cleanup', label: 'Cleanup', name: 'qdrant-cleanup', result: cleanupResult },
 };
 
 const checked = (e: Event) => (e.target as HTMLInputElement).checked;
@@ -334,7 +353,7 @@ export function QdrantCard({ keys, onChanged }: { keys: KeyInfo[]; onChanged: ()
         return j ? (
           <div key={`${kind}-${j.jobId}`}>
             {j.note ? <p class="muted">{j.note}</p> : null}
-            <JobProgress queue={j.queue} jobId={j.jobId} label={JOB_ROUTES[kind].label} onDone={jobDone} />
+            <JobProgress queue={j.queue} jobId={j.jobId} label={JOB_ROUTES[kind].label} onDone={jobDone} describeResult={JOB_ROUTES[kind].result} />
           </div>
         ) : null;
       })}

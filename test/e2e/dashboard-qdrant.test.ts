@@ -142,8 +142,29 @@ describe('Memory Studio: the Qdrant card against the real Qdrant routes', () => 
 
   it('runs a backfill and follows its progress (job events on the queue the 202 named) to 100 %', async () => {
     const seen = new Set<string>();
+    // Qdrant holds the first upsert until the second click has been answered: that click meets a running backfill.
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let held = false;
+    fake.beforeAnswer = async (req) => {
+      if (req.method === 'PUT' && /\/points$/.test(req.path)) {
+        held = true;
+        await gate;
+      }
+    };
     await card.getByRole('button', { name: 'Backfill existing memories' }).click();
     const bar = card.getByRole('progressbar', { name: 'Backfill progress' });
+    try {
+      await waitUntil(() => held, 30_000, 'the backfill’s first upsert reached Qdrant');
+      await card.getByRole('button', { name: 'Backfill existing memories' }).click();
+      // 409: the card says so and follows the running job instead of failing.
+      await card.getByText('A backfill is already running; following it.').waitFor();
+      expect(await bar.getAttribute('value')).toBe('0');
+      expect(requests.filter((r) => r === 'POST /api/memory/qdrant/backfill')).toHaveLength(2);
+    } finally {
+      fake.beforeAnswer = null;
+      release();
+    }
     await waitUntil(
       async () => {
         const v = await bar.getAttribute('value').catch(() => null);
@@ -155,7 +176,7 @@ describe('Memory Studio: the Qdrant card against the real Qdrant routes', () => 
       20,
     );
     await card.getByText('Backfill: completed').waitFor();
-    await card.getByText(/Finished: phase done, done 13, total 13, failed 0/).waitFor();
+    await card.getByText(/Finished: 13 of 13 memories copied into studio_e2e_\S+, 0 failed; the alias points there\./).waitFor();
     expect([...seen].every((v) => Number(v) >= 0 && Number(v) <= 100)).toBe(true);
     expect(await card.getByRole('link', { name: /Open job qdrant-backfill-api-.+ in bull-board/ }).getAttribute('href')).toMatch(/^\/admin\/queues\/queue\/reindex\/qdrant-backfill-api-/);
     expect(requests.some((r) => /^GET \/api\/jobs\/reindex\/qdrant-backfill-api-[^/]+\/events$/.test(r))).toBe(true);
@@ -204,7 +225,7 @@ describe('Memory Studio: the Qdrant card against the real Qdrant routes', () => 
     const bar = card.getByRole('progressbar', { name: 'Cleanup progress' });
     await waitUntil(async () => (await bar.getAttribute('value').catch(() => null)) === '100', 30_000, 'cleanup at 100%');
     await card.getByText('Cleanup: completed').waitFor();
-    await card.getByText(/Finished: phase done, expired 0, orphans 1, scanned 14, deletedCount 1/).waitFor();
+    await card.getByText('Finished: deleted 1 point (0 expired, 1 without a memory) after scanning 14 points in 1 collection.').waitFor();
     expect(await card.getByRole('link', { name: /Open job qdrant-cleanup-.+ in bull-board/ }).getAttribute('href')).toMatch(/^\/admin\/queues\/queue\/maintenance\/qdrant-cleanup-/);
     expect(fake.points(target)).toHaveLength(13);
   });
@@ -235,6 +256,7 @@ describe('Memory Studio: the Qdrant card against the real Qdrant routes', () => 
       expect(await status.textContent()).toMatch(/Cannot reach Qdrant: .*503/);
       await card.getByRole('button', { name: 'Test search' }).click();
       expect(await card.getByRole('alert').filter({ hasText: 'The test search failed' }).textContent()).toMatch(/The test search failed: .*Qdrant/);
+      await card.screenshot({ path: path.join(SCREENSHOTS, 'engine-qdrant-card-down-desktop.png') });
     } finally {
       fake.mode = 'up';
     }
