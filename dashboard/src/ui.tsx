@@ -109,7 +109,20 @@ export function describeProgress(p: unknown): { pct: number | null; text: string
  * A job followed live through its event stream: a progress bar, a line of text, the outcome, and a
  * link to the job in bull-board. Calls onDone once with the result (or the failure).
  */
-export function JobProgress({ queue, jobId, label, onDone }: { queue: string; jobId: string; label: string; onDone?: (ok: boolean, result: unknown) => void }) {
+export function JobProgress({
+  queue,
+  jobId,
+  label,
+  onDone,
+  describeResult,
+}: {
+  queue: string;
+  jobId: string;
+  label: string;
+  onDone?: (ok: boolean, result: unknown) => void;
+  /** The finished job's return value in words (default: its scalar fields). */
+  describeResult?: (result: unknown) => string | null;
+}) {
   const [state, setState] = useState<string>('connecting');
   const [progress, setProgress] = useState<unknown>(null);
   const [result, setResult] = useState<unknown>(null);
@@ -140,7 +153,7 @@ export function JobProgress({ queue, jobId, label, onDone }: { queue: string; jo
   }, [queue, jobId]);
   const d = describeProgress(progress);
   const pct = state === 'completed' ? 100 : d.pct;
-  const resultText = result && typeof result === 'object' ? summarise(result as Record<string, unknown>) : null;
+  const resultText = describeResult && result !== null ? describeResult(result) : result && typeof result === 'object' ? summarise(result as Record<string, unknown>) : null;
   return (
     <div class="job">
       <div class="job-head">

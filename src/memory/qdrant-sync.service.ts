@@ -152,6 +152,10 @@ export class QdrantSyncService {
     for (const c of collections) expired += await qdrant.countWhere(c, expiredFilter);
     await hooks.progress({ phase: 'counted', expired, orphans: null, deleted: 0 });
     for (const c of collections) if (expired > 0) await qdrant.deleteWhere(c, expiredFilter);
+    // The orphan sweep scans every remaining point: `done`/`total` make its progress a percentage.
+    let total = 0;
+    for (const c of collections) total += await qdrant.countWhere(c, { must: [{ key: 'kind', match: { value: QDRANT_POINT_KIND } }] });
+    await hooks.progress({ phase: 'orphans', expired, orphans: 0, scanned: 0, deleted: expired, done: 0, total });
     let orphans = 0;
     let scanned = 0;
     for (const c of collections) {
@@ -163,12 +167,12 @@ export class QdrantSyncService {
         if (gone.length) await qdrant.deleteFrom(c, gone);
         orphans += gone.length;
         scanned += page.ids.length;
-        await hooks.progress({ phase: 'orphans', expired, orphans, scanned, deleted: expired + orphans });
+        await hooks.progress({ phase: 'orphans', expired, orphans, scanned, deleted: expired + orphans, done: scanned, total: Math.max(total, scanned) });
         if (page.next === null) break;
         offset = page.next;
       }
     }
-    const result = { phase: 'done', expired, orphans, scanned, deletedCount: expired + orphans, collections };
+    const result = { phase: 'done', expired, orphans, scanned, deletedCount: expired + orphans, collections, done: scanned, total: Math.max(total, scanned) };
     await hooks.progress(result);
     return result;
   }

@@ -58,6 +58,8 @@ export interface QdrantPayload {
 /** What health reports (GET /api/settings/qdrant/health). */
 export interface QdrantHealth extends VectorStoreHealth {
   enabled: boolean;
+  /** Qdrant answered /readyz (with this api key); `ok` further needs the collection of the active embedding behind the alias. */
+  reachable: boolean;
   latencyMs: number | null;
   alias: string;
   aliasTarget: string | null;
@@ -584,6 +586,7 @@ export class QdrantVectorStore implements VectorStore {
       ok: false,
       reason: '',
       enabled: cfg.enabled,
+      reachable: false,
       latencyMs: null,
       alias: cfg.collection,
       aliasTarget: null,
@@ -605,6 +608,7 @@ export class QdrantVectorStore implements VectorStore {
         if (!res.ok) throw Object.assign(new Error(`readyz answered HTTP ${res.status}`), { status: res.status });
       });
       base.latencyMs = Math.round((performance.now() - started) * 10) / 10;
+      base.reachable = true;
       base.aliasTarget = await this.aliasTarget(true);
       if (!base.aliasTarget) return { ...base, reason: `the alias ${cfg.collection} does not exist yet (no point written; run a backfill)` };
       base.collectionExists = true;

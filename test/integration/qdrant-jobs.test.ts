@@ -203,7 +203,7 @@ describe('Qdrant tier end to end: settings, dual-write jobs, retrieval fallback,
 
   it('health, tenant-scoped test search, cleanup job and embedding models', async () => {
     const h = await request(app).get('/api/settings/qdrant/health').set(auth);
-    expect(h.body).toMatchObject({ ok: true, collectionExists: true, aliasTarget: collection(), dimension: 16, expectedDimension: 16, latencyMs: expect.any(Number) });
+    expect(h.body).toMatchObject({ ok: true, reachable: true, collectionExists: true, aliasTarget: collection(), dimension: 16, expectedDimension: 16, latencyMs: expect.any(Number) });
     expect(h.body.pointCount).toBe(fake.points('engram_memory').length);
 
     expect(fake.points('engram_memory').filter((p) => p.payload.apiKeyId === 'tenant-b').map((p) => p.payload.content)).toEqual(['my cat is a tabby']);
@@ -222,11 +222,13 @@ describe('Qdrant tier end to end: settings, dual-write jobs, retrieval fallback,
     const before = fake.points(target).length;
     const c = await request(app).post('/api/settings/qdrant/cleanup').set(auth).send({});
     expect(c.status).toBe(202);
+    expect(c.body.queue).toBe('maintenance');
     const job = await waitUntil(async () => {
-      const j = await ctx.queues.queue('maintenance').getJob(c.body.jobId);
+      const j = await ctx.queues.queue(c.body.queue).getJob(c.body.jobId);
       return j?.finishedOn ? j : null;
     }, 15_000, 'cleanup done');
-    expect(job.returnvalue).toMatchObject({ phase: 'done', expired: 1, orphans: 1, deletedCount: 2 });
+    // The orphan sweep's progress is a percentage: every point left after the expired ones were deleted is scanned.
+    expect(job.returnvalue).toMatchObject({ phase: 'done', expired: 1, orphans: 1, deletedCount: 2, done: before - 1, total: before - 1 });
     expect(fake.points(target).length).toBe(before - 2);
 
     const status = await request(app).get('/api/memory/engine-status').set(auth);
@@ -267,10 +269,11 @@ describe('Qdrant tier end to end: settings, dual-write jobs, retrieval fallback,
     await reindexWorker.pause();
     const first = await request(app).post('/api/memory/qdrant/backfill').set(auth).send({});
     expect(first.status).toBe(202);
-    expect(first.body).toMatchObject({ jobId: expect.stringMatching(/^qdrant-backfill-api-/), started: true, total });
+    expect(first.body).toMatchObject({ jobId: expect.stringMatching(/^qdrant-backfill-api-/), queue: 'reindex', started: true, total });
+    expect(await ctx.queues.queue(first.body.queue).getJob(first.body.jobId)).toBeTruthy();
     const second = await request(app).post('/api/memory/qdrant/backfill').set(auth).send({});
     expect(second.status).toBe(409);
-    expect(second.body.error.details).toEqual({ jobId: first.body.jobId });
+    expect(second.body.error.details).toEqual({ jobId: first.body.jobId, queue: 'reindex' });
     reindexWorker.resume();
 
     // Slow Qdrant a little so the stop lands mid-way, then stop the worker (its handler hands the job back at a checkpoint).

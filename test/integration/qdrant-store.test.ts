@@ -249,6 +249,7 @@ describe('QdrantVectorStore against a fake Qdrant checked with Qdrant\'s OpenAPI
     await expect(s.qdrant.search(q)).rejects.toMatchObject({ reason: 'unhealthy' });
     const h = await s.qdrant.details();
     expect(h.ok).toBe(false);
+    expect(h.reachable).toBe(false);
     expect(JSON.stringify(h)).not.toContain('qdrant-secret-key');
     fake.mode = 'up';
     const back = await waitUntil(() => s.qdrant.search(q), 10_000, 'answers again');

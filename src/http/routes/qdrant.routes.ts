@@ -4,6 +4,7 @@ import { AppError, conflict } from '../../errors';
 import { EMBEDDING_PROVIDERS } from '../../embedding/providers';
 import { sanitizeEmbeddingMessage } from '../../embedding/embedding.service';
 import { qdrantSettingsUpdateSchema } from '../../memory/qdrant-settings';
+import { JOBS } from '../../queue/jobs';
 import { QDRANT_MAX_TOP_K, sanitizeQdrantMessage } from '../../vector/qdrant.store';
 import { VectorUnavailableError } from '../../vector/types';
 import type { ApiContext } from '../api-context';
@@ -88,9 +89,11 @@ export function qdrantMemoryRoutes(ctx: ApiContext): Router {
     handle({ body: z.strictObject({}) }, async (_input, _req, res) => {
       if (!ctx.qdrantSettings.syncing(true)) throw new AppError(409, 'conflict', 'Qdrant is not enabled (PUT /api/settings/qdrant {"enabled": true, "host": …})');
       const r2 = await ctx.qdrantSync.requestBackfill('api');
-      if (r2.existing) throw conflict('A Qdrant backfill is already running', { jobId: r2.jobId });
+      // The queue comes from the job map, so a client follows the job where it really runs (GET /api/jobs/:queue/:id/events).
+      const queue = JOBS['qdrant-backfill'].queue;
+      if (r2.existing) throw conflict('A Qdrant backfill is already running', { jobId: r2.jobId, queue });
       res.status(202);
-      return { jobId: r2.jobId, queue: 'reindex', started: true, total: ctx.memory.count() };
+      return { jobId: r2.jobId, queue, started: true, total: ctx.memory.count() };
     }),
   );
   return r;
