@@ -131,7 +131,7 @@ export function payloadOf(r: PointSourceRow): QdrantPayload {
 export class QdrantVectorStore implements VectorStore {
   readonly kind = 'qdrant' as const;
   private readonly repo: QdrantRepository;
-  private client: { key: string; client: QdrantClient } | null = null;
+  private client: { key: string; client: QdrantClient; cancellable: QdrantClient } | null = null;
   private aliasCache: { at: number; base: string; target: string | null } | null = null;
   private readonly ensured = new Set<string>();
   private readonly ensuring = new Map<string, Promise<string>>();
@@ -161,20 +161,34 @@ export class QdrantVectorStore implements VectorStore {
     const key = JSON.stringify([c.url, c.apiKey, c.timeoutMs]);
     if (this.client?.key !== key) {
       // The api key goes in a header we set ourselves: the client's apiKey option also forces https and warns on stdout.
-      const client = new QdrantClient({ url: c.url, timeout: c.timeoutMs, checkCompatibility: false, headers: c.apiKey ? { 'api-key': c.apiKey } : {} });
-      this.client = { key, client };
+      const headers = c.apiKey ? { 'api-key': c.apiKey } : {};
+      const client = new QdrantClient({ url: c.url, timeout: c.timeoutMs, checkCompatibility: false, headers });
+      // The client's own timeout replaces any signal a request carries (its middleware sets init.signal), so the
+      // request path uses a client without one and cancels each request itself (see call()): a search abandoned
+      // at its deadline closes its socket instead of holding one of the pool's connections for timeoutMs.
+      const cancellable = new QdrantClient({ url: c.url, timeout: Infinity, checkCompatibility: false, headers });
+      this.client = { key, client, cancellable };
       this.ensured.clear();
       this.aliasCache = null;
     }
     return this.client.client;
   }
 
+  /** The client whose requests honour the signal call() hands over (no timeout of its own: every request must carry that signal). */
+  private cancellable(): QdrantClient {
+    this.qc();
+    return this.client!.cancellable;
+  }
+
   /** Runs a client call with a deadline and an optional caller signal; any failure is a VectorUnavailableError with a clean message. */
-  private async call<T>(what: string, fn: (c: QdrantClient) => Promise<T>, opts: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<T> {
+  private async call<T>(what: string, fn: (c: QdrantClient, signal: AbortSignal) => Promise<T>, opts: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<T> {
     const cfg = this.config();
     const client = this.qc();
     if (opts.signal?.aborted) throw new VectorUnavailableError('aborted', 'the search was cancelled');
     const ms = opts.timeoutMs ?? cfg.timeoutMs;
+    // Aborted when the call settles for any reason (deadline, caller's abort, answer): a request made
+    // through cancellable() with this signal never outlives the call.
+    const done = new AbortController();
     let onAbort: (() => void) | undefined;
     const aborted = new Promise<never>((_, reject) => {
       onAbort = () => reject(new VectorUnavailableError('aborted', 'the search was cancelled'));
@@ -182,7 +196,7 @@ export class QdrantVectorStore implements VectorStore {
     });
     aborted.catch(() => undefined);
     try {
-      return await withTimeout(Promise.race([fn(client), aborted]), ms, `Qdrant ${what} timed out after ${ms} ms`);
+      return await withTimeout(Promise.race([fn(client, done.signal), aborted]), ms, `Qdrant ${what} timed out after ${ms} ms`);
     } catch (err) {
       if (err instanceof VectorUnavailableError) throw err;
       if (err instanceof TimeoutError || (err as Error).name === 'QdrantClientTimeoutError') {
@@ -194,15 +208,20 @@ export class QdrantVectorStore implements VectorStore {
       (e as VectorUnavailableError & { status?: number | null }).status = status;
       throw e;
     } finally {
+      done.abort();
       if (onAbort) opts.signal?.removeEventListener('abort', onAbort);
     }
   }
 
   /** The collection the alias points to now (cached for 2 s; `fresh` asks Qdrant). */
-  async aliasTarget(fresh = false): Promise<string | null> {
+  async aliasTarget(fresh = false, opts: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<string | null> {
     const base = this.config().collection;
     if (!fresh && this.aliasCache && this.aliasCache.base === base && Date.now() - this.aliasCache.at < ALIAS_CACHE_MS) return this.aliasCache.target;
-    const res = await this.call('alias lookup', (c) => c.getAliases());
+    const res = await this.call(
+      'alias lookup',
+      async (_c, signal) => resultOf((await this.cancellable().api().getCollectionsAliases({}, { signal })).data),
+      opts,
+    );
     const target = res.aliases.find((a) => a.alias_name === base)?.collection_name ?? null;
     this.aliasCache = { at: Date.now(), base, target };
     return target;
@@ -400,7 +419,7 @@ export class QdrantVectorStore implements VectorStore {
     // One deadline for the whole search (alias lookup + query): the request path must fall back in time.
     const deadline = performance.now() + cfg.searchTimeoutMs;
     const left = () => Math.max(1, Math.round(deadline - performance.now()));
-    const target = await this.call('alias lookup', () => this.aliasTarget(), { timeoutMs: left(), signal: q.signal });
+    const target = await this.aliasTarget(false, { timeoutMs: left(), signal: q.signal });
     if (!target) throw new VectorUnavailableError('index_not_built', `the Qdrant alias ${cfg.collection} does not exist yet (run a backfill)`);
     if (q.filter.signature !== undefined) {
       const wanted = this.collectionFor(q.filter.signature);
@@ -419,14 +438,22 @@ export class QdrantVectorStore implements VectorStore {
     const limit = Math.min(QDRANT_MAX_TOP_K * 2, want * 2);
     const res = await this.call(
       'search',
-      (c) =>
-        c.query(cfg.collection, {
-          query: Array.from(q.vector),
-          filter: { must },
-          limit,
-          with_payload: ['memoryId', 'apiKeyId'],
-          ...(cfg.quantization !== 'none' ? { params: { quantization: { rescore: true } } } : {}),
-        }),
+      async (_c, signal) => {
+        const r = await this.cancellable()
+          .api()
+          .queryPoints(
+            {
+              collection_name: cfg.collection,
+              query: Array.from(q.vector),
+              filter: { must },
+              limit,
+              with_payload: ['memoryId', 'apiKeyId'],
+              ...(cfg.quantization !== 'none' ? { params: { quantization: { rescore: true } } } : {}),
+            },
+            { signal },
+          );
+        return resultOf(r.data);
+      },
       { timeoutMs: left(), signal: q.signal },
     );
     const hits = res.points
@@ -623,6 +650,12 @@ export class QdrantVectorStore implements VectorStore {
       return { ...base, reason: (err as Error).message };
     }
   }
+}
+
+/** A Qdrant answer's `result` (the client's own methods refuse an answer without one the same way). */
+function resultOf<T>(data: { result?: T | null }): T {
+  if (data.result === undefined || data.result === null) throw new Error('Qdrant answered without a result');
+  return data.result;
 }
 
 /** The most useful text of a client error (its status text and Qdrant's `status.error`). */

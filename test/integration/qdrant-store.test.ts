@@ -256,6 +256,25 @@ describe('QdrantVectorStore against a fake Qdrant checked with Qdrant\'s OpenAPI
     s.close();
   });
 
+  it('a search abandoned at its deadline (or aborted) cancels its HTTP request: a slow Qdrant does not pile up open sockets for the client timeout', async () => {
+    // The jobs' request timeout is far longer than the search deadline: the abandoned request must not live that long.
+    const { s, build, create } = setup(fake, { QDRANT_SEARCH_TIMEOUT_MS: '200', QDRANT_TIMEOUT_MS: '600000' });
+    build('m1');
+    const a = create(memoryInput({ apiKeyId: 'tenant-a' }), vec(1, 0, 0, 0));
+    await s.qdrant.syncMemories([a.id]);
+    fake.mode = 'hang';
+    const q = { apiKeyId: 'tenant-a', vector: vec(1, 0, 0, 0), k: 5, filter: { nowIso: nowIso() } };
+    for (let i = 0; i < 6; i++) await expect(s.qdrant.search(q)).rejects.toMatchObject({ reason: 'timeout' });
+    const sent = fake.requests.length;
+    const ac = new AbortController();
+    const pending = s.qdrant.search({ ...q, signal: ac.signal }).catch((e: unknown) => e);
+    await waitUntil(() => fake.requests.length > sent || null, 5000, 'the aborted search reached Qdrant');
+    ac.abort();
+    expect(await pending).toMatchObject({ reason: 'aborted' });
+    await waitUntil(() => fake.hangingCount() === 0 || null, 5000, 'every abandoned Qdrant request was cancelled');
+    s.close();
+  });
+
   it('an unknown collection is a 404 the store reports as "index not built"; a filter on a key no point has matches nothing', async () => {
     const { s, build } = setup(fake);
     build('m1');
