@@ -339,9 +339,13 @@ export class QdrantVectorStore implements VectorStore {
   async staleCollections(keep: string): Promise<string[]> {
     const base = this.config().collection;
     const all = await this.call('collection list', (c) => c.getCollections());
-    // Only names physicalCollectionName makes for this base (`<base>_<slug>_<hash8>`): never someone else's collection.
-    const ours = new RegExp(`^${base.replace(/[.*+?^${}()|[\]\\-]/g, '\\$&')}_[A-Za-z0-9_-]+_[0-9a-f]{8}$`);
-    return all.collections.map((c) => c.name).filter((n) => n !== keep && ours.test(n));
+    // Only names physicalCollectionName makes for this base (`<base>_<slug>_<hash8>`, the slug starting with
+    // the signature's embedding source): the slug may hold underscores, so `<base>_` alone also matches
+    // another Engram's base that extends ours (engram_memory_eu_…).
+    const ours = new RegExp(`^${base.replace(/[.*+?^${}()|[\]\\-]/g, '\\$&')}_(?:remote|static|transformers|null)_[A-Za-z0-9_-]+_[0-9a-f]{8}$`);
+    // Never a collection any alias names: that one is live for whoever owns the alias.
+    const aliased = new Set((await this.call('alias list', (c) => c.getAliases())).aliases.map((a) => a.collection_name));
+    return all.collections.map((c) => c.name).filter((n) => n !== keep && ours.test(n) && !aliased.has(n));
   }
 
   /**

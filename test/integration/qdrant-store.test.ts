@@ -295,6 +295,35 @@ describe('QdrantVectorStore against a fake Qdrant checked with Qdrant\'s OpenAPI
     s.close();
   });
 
+  it("dropping old collections after an alias switch never drops another Engram's collections whose base extends ours (engram_memory_eu_…), live or being built", async () => {
+    const { s, build, create } = setup(fake);
+    const sig1 = build('m1');
+    const a = create(memoryInput({ apiKeyId: 'tenant-a' }), vec(1, 0, 0, 0));
+    const sync = new QdrantSyncService({ qdrant: s.qdrant, qdrantSettings: s.qdrantSettings, vectors: s.vectors, queues: undefined as never, log: silentLog() });
+    const hooks = { progress: async () => undefined, checkpoint: async () => undefined, saveCursor: async () => undefined };
+    await sync.backfill({ reason: 'api', batchSize: 100, afterRowId: 0, done: 0, failed: 0, signature: null }, hooks);
+    const mine = physicalCollectionName('engram_memory', sig1);
+    // A second Engram on the same Qdrant with QDRANT_COLLECTION=engram_memory_eu: its live collection (behind its
+    // alias, holding its tenants' points) and one it is still building for a new model.
+    const headers = { 'content-type': 'application/json', 'api-key': 'qdrant-secret-key-0123456789' };
+    const theirLive = physicalCollectionName('engram_memory_eu', sig1);
+    const theirBuilding = physicalCollectionName('engram_memory_eu', 'static:m9:4');
+    for (const name of [theirLive, theirBuilding]) {
+      const r = await fetch(`${fake.url}/collections/${name}`, { method: 'PUT', headers, body: JSON.stringify({ vectors: { size: DIM, distance: 'Cosine' } }) });
+      expect(r.status).toBe(200);
+    }
+    const alias = await fetch(`${fake.url}/collections/aliases`, { method: 'POST', headers, body: JSON.stringify({ actions: [{ create_alias: { collection_name: theirLive, alias_name: 'engram_memory_eu' } }] }) });
+    expect(alias.status).toBe(200);
+    // Our reindex to a new model, then its backfill: our old collection goes, theirs stay.
+    const sig2 = build('m2');
+    s.vectors.upsertOne(a.rowId, a.apiKeyId, vec(0, 1, 0, 0), a.contentHash);
+    const second = await sync.backfill({ reason: 'reindex', batchSize: 100, afterRowId: 0, done: 0, failed: 0, signature: null }, hooks);
+    expect(second).toMatchObject({ phase: 'done', switchedFrom: mine, dropped: [mine] });
+    expect([...fake.collections.keys()].sort()).toEqual([physicalCollectionName('engram_memory', sig2), theirLive, theirBuilding].sort());
+    expect(fake.aliases.get('engram_memory_eu')).toBe(theirLive);
+    s.close();
+  });
+
   it('reindex to a new signature: the backfill fills a new collection, switches the alias atomically and drops the old one; concurrent searches never see an empty or mixed answer', async () => {
     const { s, build, create } = setup(fake);
     build('m1');
