@@ -151,6 +151,14 @@ describe('retrieval ranking (issue #10)', () => {
       expect(r.body.error.details.map((d: { path: string }) => d.path)).toContain(where);
     }
     expect(JSON.stringify(t.ctx.settings.raw())).toBe(before);
+    // Both weights 0 is refused also when they meet across two PUTs (the stored one plus the new one).
+    expect((await request(t.app).put('/api/settings/memory').set(t.auth).send({ hybridFtsWeight: 0 })).status).toBe(200);
+    const stored = JSON.stringify(t.ctx.settings.raw());
+    const second = await request(t.app).put('/api/settings/memory').set(t.auth).send({ hybridVectorWeight: 0 });
+    expect(second.status).toBe(400);
+    expect(second.body.error.details.map((d: { path: string }) => d.path)).toContain('body.hybridVectorWeight');
+    expect(JSON.stringify(t.ctx.settings.raw())).toBe(stored);
+    expect((await request(t.app).put('/api/settings/memory').set(t.auth).send({ hybridFtsWeight: null })).status).toBe(200);
     for (const [body, where] of [
       [{ hybridFusion: 'linear' }, 'body.hybridFusion'],
       [{ ftsWeight: -1 }, 'body.ftsWeight'],
