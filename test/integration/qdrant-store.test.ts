@@ -1,4 +1,6 @@
+import http from 'node:http';
 import { memoryInput } from '../factories';
+import { listenLoopback } from '../helpers/loopback';
 import { startFakeQdrant, type FakeQdrant } from '../helpers/fake-qdrant';
 import { silentLog, testEnv } from '../helpers/env';
 import { tempStorage } from '../helpers/storage';
@@ -273,6 +275,32 @@ describe('QdrantVectorStore against a fake Qdrant checked with Qdrant\'s OpenAPI
     expect(await pending).toMatchObject({ reason: 'aborted' });
     await waitUntil(() => fake.hangingCount() === 0 || null, 5000, 'every abandoned Qdrant request was cancelled');
     s.close();
+  });
+
+  it('a Qdrant host that answers with a redirect never gets the api key carried to the redirect target (no request follows it)', async () => {
+    const seen: { path: string; apiKey: string | undefined }[] = [];
+    const target = http.createServer((req, res) => {
+      seen.push({ path: req.url ?? '', apiKey: req.headers['api-key'] as string | undefined });
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok","time":0,"result":{"aliases":[]}}');
+    });
+    const t = await listenLoopback(target);
+    const redirector = http.createServer((req, res) => {
+      req.resume();
+      res.writeHead(307, { location: `http://127.0.0.1:${t.port}${req.url ?? '/'}` }).end();
+    });
+    const r = await listenLoopback(redirector);
+    const { s, build, create } = setup(fake);
+    build('m1');
+    const a = create(memoryInput({ apiKeyId: 'tenant-a' }), vec(1, 0, 0, 0));
+    s.qdrantSettings.update({ host: `http://127.0.0.1:${r.port}` });
+    const health = await s.qdrant.details();
+    expect(health.ok).toBe(false);
+    await expect(s.qdrant.search({ apiKeyId: 'tenant-a', vector: vec(1, 0, 0, 0), k: 5, filter: { nowIso: nowIso() } })).rejects.toBeInstanceOf(VectorUnavailableError);
+    await expect(s.qdrant.syncMemories([a.id])).rejects.toBeInstanceOf(VectorUnavailableError);
+    expect(seen).toEqual([]);
+    s.close();
+    await r.close();
+    await t.close();
   });
 
   it('an unknown collection is a 404 the store reports as "index not built"; a filter on a key no point has matches nothing', async () => {
