@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import { QdrantClient } from '@qdrant/js-client-rest';
 import type { Db } from '../db/connection';
+import { operatorPolicy, OutboundUrlError, type OutboundPolicy } from '../net/url-policy';
 import { TimeoutError, withTimeout } from '../timeout';
 import { QdrantRepository, type PointSourceRow } from './qdrant.repository';
 import { parseSignature, vectorSignature } from './signature';
@@ -139,12 +140,17 @@ export class QdrantVectorStore implements VectorStore {
   private readonly ensured = new Set<string>();
   private readonly ensuring = new Map<string, Promise<string>>();
 
+  private readonly policy: OutboundPolicy;
+
   constructor(
     db: Db,
     private readonly sqlite: SqliteVecStore,
     private readonly config: () => QdrantConfig,
+    opts: { policy?: OutboundPolicy } = {},
   ) {
     this.repo = new QdrantRepository(db);
+    // The operator's policy (private hosts allowed, metadata never), re-checked on every connection.
+    this.policy = opts.policy ?? operatorPolicy();
   }
 
   /** The current configuration (api key included: callers must mask it). */
@@ -186,7 +192,8 @@ export class QdrantVectorStore implements VectorStore {
     // outlives its call, so an abandoned search does not hold a pooled socket for the job timeout.
     const done = new AbortController();
     // Qdrant never redirects; following one would carry the api-key header to wherever it points.
-    const init: RequestInit = { signal: done.signal, redirect: 'error' };
+    // The guarded dispatcher checks the address a host name resolves to at connect time (metadata refused).
+    const init: RequestInit = { signal: done.signal, redirect: 'error', dispatcher: this.policy.dispatcher } as RequestInit;
     let onAbort: (() => void) | undefined;
     const aborted = new Promise<never>((_, reject) => {
       onAbort = () => reject(new VectorUnavailableError('aborted', 'the search was cancelled'));
@@ -660,8 +667,14 @@ function resultOf<T>(data: { result?: T | null }): T {
   return data.result;
 }
 
-/** The most useful text of a client error (its status text and Qdrant's `status.error`). */
+/** The most useful text of a client error (the outbound policy's refusal, Qdrant's `status.error`, its message). */
 function qdrantErrorText(err: unknown): string {
+  for (let c: unknown = err, i = 0; c && i < 5; c = (c as { cause?: unknown }).cause, i++) {
+    if (c instanceof OutboundUrlError) return c.message;
+    // Node's own fetch re-wraps a dispatcher's error as a plain Error named in its message.
+    const m = /^OutboundUrlError: (.*)$/.exec((c as Error).message ?? '');
+    if (m) return m[1]!;
+  }
   const e = err as { message?: string; data?: { status?: { error?: string } } };
   return e.data?.status?.error ?? e.message ?? String(err);
 }

@@ -7,7 +7,8 @@ import { tempStorage } from '../helpers/storage';
 import { waitUntil } from '../helpers/wait';
 import { QdrantSyncService } from '../../src/memory/qdrant-sync.service';
 import type { CreateMemoryInput, MemoryRecord } from '../../src/memory/types';
-import { physicalCollectionName, QDRANT_POINT_KIND } from '../../src/vector/qdrant.store';
+import { operatorPolicy } from '../../src/net/url-policy';
+import { physicalCollectionName, QDRANT_POINT_KIND, QdrantVectorStore } from '../../src/vector/qdrant.store';
 import { VectorUnavailableError } from '../../src/vector/types';
 
 const ctx = { source: 'api' as const };
@@ -301,6 +302,27 @@ describe('QdrantVectorStore against a fake Qdrant checked with Qdrant\'s OpenAPI
     s.close();
     await r.close();
     await t.close();
+  });
+
+  it('a Qdrant host name that resolves to a cloud metadata address is refused when connecting (the name passed the static URL check)', async () => {
+    const { s, build, create } = setup(fake);
+    build('m1');
+    const a = create(memoryInput({ apiKeyId: 'tenant-a' }), vec(1, 0, 0, 0));
+    // Names only this test's resolver knows: one for the fake on loopback, one for the metadata service.
+    const resolver = async (host: string) => [{ address: host === 'qdrant.example.test' ? '127.0.0.1' : '169.254.169.254', family: 4 }];
+    const storeFor = (host: string) =>
+      new QdrantVectorStore(s.db.db, s.vectors, () => ({ ...s.qdrantSettings.config(), url: `http://${host}:${fake.port}` }), { policy: operatorPolicy(resolver) });
+    const good = storeFor('qdrant.example.test');
+    await good.syncMemories([a.id]);
+    expect(fake.points('engram_memory').map((p) => p.id)).toEqual([a.rowId]);
+    const sent = fake.requests.length;
+    const bad = storeFor('metadata.example.test');
+    const err = await bad.search({ apiKeyId: 'tenant-a', vector: vec(1, 0, 0, 0), k: 5, filter: { nowIso: nowIso() } }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(VectorUnavailableError);
+    expect((err as Error).message).toMatch(/metadata/);
+    expect((await bad.details()).reason).toMatch(/metadata/);
+    expect(fake.requests.length).toBe(sent);
+    s.close();
   });
 
   it('an unknown collection is a 404 the store reports as "index not built"; a filter on a key no point has matches nothing', async () => {
