@@ -96,10 +96,10 @@ function statusOf(err: unknown): number | null {
   return typeof s === 'number' ? s : null;
 }
 
-function unix(iso: string | null): number | null {
+function unix(iso: string | null, round: (x: number) => number = Math.floor): number | null {
   if (!iso) return null;
   const t = Date.parse(iso);
-  return Number.isFinite(t) ? Math.floor(t / 1000) : null;
+  return Number.isFinite(t) ? round(t / 1000) : null;
 }
 
 export function payloadOf(r: PointSourceRow): QdrantPayload {
@@ -121,7 +121,8 @@ export function payloadOf(r: PointSourceRow): QdrantPayload {
     content: r.content,
     metadata,
     createdAtUnix: unix(r.createdAt) ?? 0,
-    expiresAtUnix: unix(r.expiresAt),
+    // Rounded up: cleanup deletes `expiresAtUnix <= floor(now)`, which must never hit a memory live for the rest of its second.
+    expiresAtUnix: unix(r.expiresAt, Math.ceil),
   };
 }
 
