@@ -39,13 +39,14 @@ export class RetrievalRepository {
     return this.stmts.get(sql);
   }
 
-  /** FTS5 matches ranked by bm25; `match` must come from buildFtsQuery (quoted tokens only). */
-  fts(match: string, f: CandidateFilter, limit: number, onlyUnembedded = false): FtsCandidate[] {
+  /** FTS5 matches ranked by bm25 (or the newest first, for `exact`); `match` must come from buildFtsQuery (quoted tokens only). */
+  fts(match: string, f: CandidateFilter, limit: number, onlyUnembedded = false, order: 'bm25' | 'newest' = 'bm25'): FtsCandidate[] {
     const params: Record<string, unknown> = { match, limit };
     const where = filterSql(f, 'm', params) + (onlyUnembedded ? ' AND m.needs_reindex = 1' : '');
+    const orderBy = order === 'newest' ? 'm.created_at DESC, m.memory_id DESC' : 'bm25';
     const rows = this.stmt(
       `SELECT m.*, bm25(memory_fts) AS bm25 FROM memory_fts JOIN memories m ON m.memory_id = memory_fts.rowid
-       WHERE memory_fts MATCH @match AND ${where} ORDER BY bm25 LIMIT @limit`,
+       WHERE memory_fts MATCH @match AND ${where} ORDER BY ${orderBy} LIMIT @limit`,
     ).all(params) as (Parameters<typeof rowToRecord>[0] & { bm25: number })[];
     return rows.map((r) => ({ record: rowToRecord(r), bm25: r.bm25 }));
   }

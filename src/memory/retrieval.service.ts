@@ -200,7 +200,8 @@ export class RetrievalService implements Retriever {
       return this.repo.recent(filter, RECENT_LIMIT).map((r) => ({ c: { record: r, vecScore: null, ftsScore: null, relevance: 0 }, score: 0, tier: 'recent' as const }));
     }
     // The original's meaning: only rows holding a query word by its own reckoning.
-    return this.keyword(filter, query)
+    // Candidates are the newest matching rows (not the bm25 top-N: a weak but newest match must not be cut).
+    return this.keyword(filter, query, false, 'newest')
       .filter((c) => c.relevance > 0)
       .sort((a, b) => (a.record.createdAt < b.record.createdAt ? 1 : a.record.createdAt > b.record.createdAt ? -1 : b.record.rowId - a.record.rowId))
       .map((c) => ({ c, score: c.relevance, tier: 'fts5' as const }));
@@ -213,12 +214,12 @@ export class RetrievalService implements Retriever {
    * (and as exact's filter), but no longer decides the order: it grows with length and repeats, so
    * long chatty rows beat short exact ones.
    */
-  private keyword(filter: CandidateFilter, query: string, onlyUnembedded = false): KeywordCandidate[] {
+  private keyword(filter: CandidateFilter, query: string, onlyUnembedded = false, order: 'bm25' | 'newest' = 'bm25'): KeywordCandidate[] {
     const terms = ftsQueryTerms(query);
     if (terms.length === 0) return [];
     const match = terms.map((t) => `"${t}"`).join(' OR ');
     const out: KeywordCandidate[] = [];
-    for (const { record, bm25 } of this.repo.fts(match, filter, FTS_LIMIT, onlyUnembedded)) {
+    for (const { record, bm25 } of this.repo.fts(match, filter, FTS_LIMIT, onlyUnembedded, order)) {
       out.push({ record, vecScore: null, ftsScore: Math.round(-bm25 * 1e4) / 1e4, relevance: relevanceOf(record, query), bm25 });
     }
     return out;

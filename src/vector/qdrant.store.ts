@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import { QdrantClient } from '@qdrant/js-client-rest';
 import type { Db } from '../db/connection';
+import { operatorPolicy, OutboundUrlError, type OutboundPolicy } from '../net/url-policy';
 import { TimeoutError, withTimeout } from '../timeout';
 import { QdrantRepository, type PointSourceRow } from './qdrant.repository';
 import { parseSignature, vectorSignature } from './signature';
@@ -15,6 +16,9 @@ import {
   type VectorStoreHealth,
   type VectorUpsertRow,
 } from './types';
+
+/** The client's generated REST API (each operation takes its payload and a RequestInit). */
+type Api = ReturnType<QdrantClient['api']>;
 
 /** The `kind` payload value of every point Engram writes (cleanup and searches filter on it). */
 export const QDRANT_POINT_KIND = 'engram_memory';
@@ -94,10 +98,10 @@ function statusOf(err: unknown): number | null {
   return typeof s === 'number' ? s : null;
 }
 
-function unix(iso: string | null): number | null {
+function unix(iso: string | null, round: (x: number) => number = Math.floor): number | null {
   if (!iso) return null;
   const t = Date.parse(iso);
-  return Number.isFinite(t) ? Math.floor(t / 1000) : null;
+  return Number.isFinite(t) ? round(t / 1000) : null;
 }
 
 export function payloadOf(r: PointSourceRow): QdrantPayload {
@@ -119,7 +123,8 @@ export function payloadOf(r: PointSourceRow): QdrantPayload {
     content: r.content,
     metadata,
     createdAtUnix: unix(r.createdAt) ?? 0,
-    expiresAtUnix: unix(r.expiresAt),
+    // Rounded up: cleanup deletes `expiresAtUnix <= floor(now)`, which must never hit a memory live for the rest of its second.
+    expiresAtUnix: unix(r.expiresAt, Math.ceil),
   };
 }
 
@@ -138,12 +143,17 @@ export class QdrantVectorStore implements VectorStore {
   private readonly ensured = new Set<string>();
   private readonly ensuring = new Map<string, Promise<string>>();
 
+  private readonly policy: OutboundPolicy;
+
   constructor(
     db: Db,
     private readonly sqlite: SqliteVecStore,
     private readonly config: () => QdrantConfig,
+    opts: { policy?: OutboundPolicy } = {},
   ) {
     this.repo = new QdrantRepository(db);
+    // The operator's policy (private hosts allowed, metadata never), re-checked on every connection.
+    this.policy = opts.policy ?? operatorPolicy();
   }
 
   /** The current configuration (api key included: callers must mask it). */
@@ -156,27 +166,37 @@ export class QdrantVectorStore implements VectorStore {
     return c.enabled && !!c.url;
   }
 
-  /** The client for the current configuration (rebuilt when url, key or timeout change). */
-  private qc(): QdrantClient {
+  /**
+   * The generated REST API of the client for the current configuration (rebuilt when url or key change).
+   * Every request goes through call(), which hands it its RequestInit: the client's own timeout is off
+   * because its middleware would replace that init's signal.
+   */
+  private qc(): Api {
     const c = this.config();
     if (!c.url) throw new VectorUnavailableError('unhealthy', 'Qdrant is not configured (no host)');
-    const key = JSON.stringify([c.url, c.apiKey, c.timeoutMs]);
+    const key = JSON.stringify([c.url, c.apiKey]);
     if (this.client?.key !== key) {
       // The api key goes in a header we set ourselves: the client's apiKey option also forces https and warns on stdout.
-      const client = new QdrantClient({ url: c.url, timeout: c.timeoutMs, checkCompatibility: false, headers: c.apiKey ? { 'api-key': c.apiKey } : {} });
+      const client = new QdrantClient({ url: c.url, timeout: Infinity, checkCompatibility: false, headers: c.apiKey ? { 'api-key': c.apiKey } : {} });
       this.client = { key, client };
       this.ensured.clear();
       this.aliasCache = null;
     }
-    return this.client.client;
+    return this.client.client.api();
   }
 
   /** Runs a client call with a deadline and an optional caller signal; any failure is a VectorUnavailableError with a clean message. */
-  private async call<T>(what: string, fn: (c: QdrantClient) => Promise<T>, opts: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<T> {
+  private async call<T>(what: string, fn: (api: Api, init: RequestInit) => Promise<{ data: { result?: T | null } }>, opts: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<T> {
     const cfg = this.config();
     const client = this.qc();
     if (opts.signal?.aborted) throw new VectorUnavailableError('aborted', 'the search was cancelled');
     const ms = opts.timeoutMs ?? cfg.timeoutMs;
+    // Aborted when the call settles for any reason (deadline, caller's abort, answer): a request never
+    // outlives its call, so an abandoned search does not hold a pooled socket for the job timeout.
+    const done = new AbortController();
+    // Qdrant never redirects; following one would carry the api-key header to wherever it points.
+    // The guarded dispatcher checks the address a host name resolves to at connect time (metadata refused).
+    const init: RequestInit = { signal: done.signal, redirect: 'error', dispatcher: this.policy.dispatcher } as RequestInit;
     let onAbort: (() => void) | undefined;
     const aborted = new Promise<never>((_, reject) => {
       onAbort = () => reject(new VectorUnavailableError('aborted', 'the search was cancelled'));
@@ -184,7 +204,8 @@ export class QdrantVectorStore implements VectorStore {
     });
     aborted.catch(() => undefined);
     try {
-      return await withTimeout(Promise.race([fn(client), aborted]), ms, `Qdrant ${what} timed out after ${ms} ms`);
+      const answer = withTimeout(Promise.race([fn(client, init), aborted]), ms, `Qdrant ${what} timed out after ${ms} ms`);
+      return resultOf((await answer).data);
     } catch (err) {
       if (err instanceof VectorUnavailableError) throw err;
       if (err instanceof TimeoutError || (err as Error).name === 'QdrantClientTimeoutError') {
@@ -196,15 +217,16 @@ export class QdrantVectorStore implements VectorStore {
       (e as VectorUnavailableError & { status?: number | null }).status = status;
       throw e;
     } finally {
+      done.abort();
       if (onAbort) opts.signal?.removeEventListener('abort', onAbort);
     }
   }
 
   /** The collection the alias points to now (cached for 2 s; `fresh` asks Qdrant). */
-  async aliasTarget(fresh = false): Promise<string | null> {
+  async aliasTarget(fresh = false, opts: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<string | null> {
     const base = this.config().collection;
     if (!fresh && this.aliasCache && this.aliasCache.base === base && Date.now() - this.aliasCache.at < ALIAS_CACHE_MS) return this.aliasCache.target;
-    const res = await this.call('alias lookup', (c) => c.getAliases());
+    const res = await this.call('alias lookup', (api, init) => api.getCollectionsAliases({}, init), opts);
     const target = res.aliases.find((a) => a.alias_name === base)?.collection_name ?? null;
     this.aliasCache = { at: Date.now(), base, target };
     return target;
@@ -246,7 +268,7 @@ export class QdrantVectorStore implements VectorStore {
 
   private async bootstrap(name: string, dim: number): Promise<string> {
     const cfg = this.config();
-    const exists = await this.call('collection lookup', (c) => c.collectionExists(name));
+    const exists = await this.call('collection lookup', (api, init) => api.collectionExists({ collection_name: name }, init));
     if (!exists.exists) {
       const quantization_config =
         cfg.quantization === 'int8'
@@ -255,13 +277,17 @@ export class QdrantVectorStore implements VectorStore {
             ? { binary: { always_ram: true } }
             : undefined;
       try {
-        await this.call('collection create', (c) => c.createCollection(name, { vectors: { size: dim, distance: 'Cosine' }, ...(quantization_config ? { quantization_config } : {}) }));
+        await this.call('collection create', (api, init) =>
+          api.createCollection({ collection_name: name, vectors: { size: dim, distance: 'Cosine' }, ...(quantization_config ? { quantization_config } : {}) }, init),
+        );
       } catch (err) {
         // Another worker created it meanwhile: fine.
         if ((err as { status?: number }).status !== 409) throw err;
       }
       // Qdrant's multitenancy advice: the tenant field is a keyword index with is_tenant.
-      await this.call('payload index', (c) => c.createPayloadIndex(name, { field_name: 'apiKeyId', field_schema: { type: 'keyword', is_tenant: true }, wait: true }));
+      await this.call('payload index', (api, init) =>
+        api.createFieldIndex({ collection_name: name, field_name: 'apiKeyId', field_schema: { type: 'keyword', is_tenant: true }, wait: true }, init),
+      );
       for (const [field, type] of [
         ['kind', 'keyword'],
         ['sessionId', 'keyword'],
@@ -269,7 +295,7 @@ export class QdrantVectorStore implements VectorStore {
         ['rowId', 'integer'],
         ['memoryId', 'keyword'],
       ] as const) {
-        await this.call('payload index', (c) => c.createPayloadIndex(name, { field_name: field, field_schema: type, wait: true }));
+        await this.call('payload index', (api, init) => api.createFieldIndex({ collection_name: name, field_name: field, field_schema: type, wait: true }, init));
       }
     } else {
       const width = await this.collectionDim(name);
@@ -288,7 +314,7 @@ export class QdrantVectorStore implements VectorStore {
   }
 
   private async collectionDim(name: string): Promise<number | null> {
-    const info = await this.call('collection info', (c) => c.getCollection(name));
+    const info = await this.call('collection info', (api, init) => api.getCollection({ collection_name: name }, init));
     const v = info.config.params.vectors as { size?: number } | Record<string, { size?: number }> | undefined;
     if (!v) return null;
     if (typeof (v as { size?: number }).size === 'number') return (v as { size: number }).size;
@@ -305,7 +331,7 @@ export class QdrantVectorStore implements VectorStore {
       ...(previous ? [{ delete_alias: { alias_name: base } }] : []),
       { create_alias: { collection_name: collection, alias_name: base } },
     ];
-    await this.call('alias switch', (c) => c.updateCollectionAliases({ actions }));
+    await this.call('alias switch', (api, init) => api.updateAliases({ actions }, init));
     this.aliasCache = { at: Date.now(), base, target: collection };
     return previous;
   }
@@ -314,17 +340,21 @@ export class QdrantVectorStore implements VectorStore {
   async dropCollection(name: string): Promise<boolean> {
     if ((await this.aliasTarget(true)) === name) return false;
     this.ensured.delete(name);
-    const r = await this.call('collection delete', (c) => c.deleteCollection(name));
+    const r = await this.call('collection delete', (api, init) => api.deleteCollection({ collection_name: name }, init));
     return r === true;
   }
 
   /** Physical collections of this alias base other than `keep` (left over from older signatures). */
   async staleCollections(keep: string): Promise<string[]> {
     const base = this.config().collection;
-    const all = await this.call('collection list', (c) => c.getCollections());
-    // Only names physicalCollectionName makes for this base (`<base>_<slug>_<hash8>`): never someone else's collection.
-    const ours = new RegExp(`^${base.replace(/[.*+?^${}()|[\]\\-]/g, '\\$&')}_[A-Za-z0-9_-]+_[0-9a-f]{8}$`);
-    return all.collections.map((c) => c.name).filter((n) => n !== keep && ours.test(n));
+    const all = await this.call('collection list', (api, init) => api.getCollections({}, init));
+    // Only names physicalCollectionName makes for this base (`<base>_<slug>_<hash8>`, the slug starting with
+    // the signature's embedding source): the slug may hold underscores, so `<base>_` alone also matches
+    // another Engram's base that extends ours (engram_memory_eu_…).
+    const ours = new RegExp(`^${base.replace(/[.*+?^${}()|[\]\\-]/g, '\\$&')}_(?:remote|static|transformers|null)_[A-Za-z0-9_-]+_[0-9a-f]{8}$`);
+    // Never a collection any alias names: that one is live for whoever owns the alias.
+    const aliased = new Set((await this.call('alias list', (api, init) => api.getCollectionsAliases({}, init))).aliases.map((a) => a.collection_name));
+    return all.collections.map((c) => c.name).filter((n) => n !== keep && ours.test(n) && !aliased.has(n));
   }
 
   /**
@@ -355,7 +385,7 @@ export class QdrantVectorStore implements VectorStore {
       }
       points.push({ id: r.rowId, vector: Array.from(r.vector), payload: payloadOf(src) as unknown as Record<string, unknown> });
     }
-    if (points.length) await this.call('upsert', (c) => c.upsert(collection, { wait: true, points }));
+    if (points.length) await this.call('upsert', (api, init) => api.upsertPoints({ collection_name: collection, wait: true, points }, init));
     if (gone.length) await this.deleteFrom(collection, gone);
     out.stored = points.length;
     return out;
@@ -364,7 +394,7 @@ export class QdrantVectorStore implements VectorStore {
   /** Deletes points by row id from one collection. */
   async deleteFrom(collection: string, rowIds: number[]): Promise<void> {
     if (rowIds.length === 0) return;
-    await this.call('delete', (c) => c.delete(collection, { wait: true, points: rowIds }));
+    await this.call('delete', (api, init) => api.deletePoints({ collection_name: collection, wait: true, points: rowIds }, init));
   }
 
   /** Removes these memories' points from the collection the alias names and from the one being written; returns how many were asked. */
@@ -382,7 +412,7 @@ export class QdrantVectorStore implements VectorStore {
     const sig = this.sqlite.activeSignature();
     if (sig) {
       const name = this.collectionFor(sig);
-      const exists = this.ensured.has(name) || (await this.call('collection lookup', (c) => c.collectionExists(name))).exists;
+      const exists = this.ensured.has(name) || (await this.call('collection lookup', (api, init) => api.collectionExists({ collection_name: name }, init))).exists;
       if (exists) out.add(name);
     }
     return [...out];
@@ -402,7 +432,7 @@ export class QdrantVectorStore implements VectorStore {
     // One deadline for the whole search (alias lookup + query): the request path must fall back in time.
     const deadline = performance.now() + cfg.searchTimeoutMs;
     const left = () => Math.max(1, Math.round(deadline - performance.now()));
-    const target = await this.call('alias lookup', () => this.aliasTarget(), { timeoutMs: left(), signal: q.signal });
+    const target = await this.aliasTarget(false, { timeoutMs: left(), signal: q.signal });
     if (!target) throw new VectorUnavailableError('index_not_built', `the Qdrant alias ${cfg.collection} does not exist yet (run a backfill)`);
     if (q.filter.signature !== undefined) {
       const wanted = this.collectionFor(q.filter.signature);
@@ -421,14 +451,18 @@ export class QdrantVectorStore implements VectorStore {
     const limit = Math.min(QDRANT_MAX_TOP_K * 2, want * 2);
     const res = await this.call(
       'search',
-      (c) =>
-        c.query(cfg.collection, {
-          query: Array.from(q.vector),
-          filter: { must },
-          limit,
-          with_payload: ['memoryId', 'apiKeyId'],
-          ...(cfg.quantization !== 'none' ? { params: { quantization: { rescore: true } } } : {}),
-        }),
+      (api, init) =>
+        api.queryPoints(
+          {
+            collection_name: cfg.collection,
+            query: Array.from(q.vector),
+            filter: { must },
+            limit,
+            with_payload: ['memoryId', 'apiKeyId'],
+            ...(cfg.quantization !== 'none' ? { params: { quantization: { rescore: true } } } : {}),
+          },
+          init,
+        ),
       { timeoutMs: left(), signal: q.signal },
     );
     const hits = res.points
@@ -548,25 +582,30 @@ export class QdrantVectorStore implements VectorStore {
     if (!this.available()) return 0;
     const target = await this.aliasTarget();
     if (!target) return 0;
-    const r = await this.call('count', (c) => c.count(target, { exact: true, filter: { must: [{ key: 'kind', match: { value: QDRANT_POINT_KIND } }] } }));
+    const r = await this.call('count', (api, init) =>
+      api.countPoints({ collection_name: target, exact: true, filter: { must: [{ key: 'kind', match: { value: QDRANT_POINT_KIND } }] } }, init),
+    );
     return r.count;
   }
 
   /** Points matching a filter in the alias target (cleanup counts first). */
   async countWhere(collection: string, filter: Record<string, unknown>): Promise<number> {
-    const r = await this.call('count', (c) => c.count(collection, { exact: true, filter }));
+    const r = await this.call('count', (api, init) => api.countPoints({ collection_name: collection, exact: true, filter }, init));
     return r.count;
   }
 
   /** Deletes the points matching a filter. */
   async deleteWhere(collection: string, filter: Record<string, unknown>): Promise<void> {
-    await this.call('delete', (c) => c.delete(collection, { wait: true, filter }));
+    await this.call('delete', (api, init) => api.deletePoints({ collection_name: collection, wait: true, filter }, init));
   }
 
   /** One page of point ids (row ids) in a collection, for the orphan sweep. */
   async scrollIds(collection: string, offset: number | null, limit: number): Promise<{ ids: number[]; next: number | null }> {
-    const r = await this.call('scroll', (c) =>
-      c.scroll(collection, { limit, with_payload: false, with_vector: false, filter: { must: [{ key: 'kind', match: { value: QDRANT_POINT_KIND } }] }, ...(offset !== null ? { offset } : {}) }),
+    const r = await this.call('scroll', (api, init) =>
+      api.scrollPoints(
+        { collection_name: collection, limit, with_payload: false, with_vector: false, filter: { must: [{ key: 'kind', match: { value: QDRANT_POINT_KIND } }] }, ...(offset !== null ? { offset } : {}) },
+        init,
+      ),
     );
     const next = r.next_page_offset;
     return { ids: r.points.map((p) => Number(p.id)), next: typeof next === 'number' ? next : next === null || next === undefined ? null : Number(next) };
@@ -599,13 +638,11 @@ export class QdrantVectorStore implements VectorStore {
     if (!cfg.url) return { ...base, reason: 'not_configured' };
     const started = performance.now();
     try {
-      await this.call('readyz', async () => {
-        const res = await fetch(new URL('/readyz', cfg.url!).toString(), {
-          headers: cfg.apiKey ? { 'api-key': cfg.apiKey } : {},
-          signal: AbortSignal.timeout(cfg.timeoutMs),
-        });
+      await this.call('readyz', async (_api, init) => {
+        const res = await fetch(new URL('/readyz', cfg.url!).toString(), { ...init, headers: cfg.apiKey ? { 'api-key': cfg.apiKey } : {} });
         await res.arrayBuffer();
         if (!res.ok) throw Object.assign(new Error(`readyz answered HTTP ${res.status}`), { status: res.status });
+        return { data: { result: true } };
       });
       base.latencyMs = Math.round((performance.now() - started) * 10) / 10;
       base.reachable = true;
@@ -629,8 +666,20 @@ export class QdrantVectorStore implements VectorStore {
   }
 }
 
-/** The most useful text of a client error (its status text and Qdrant's `status.error`). */
+/** A Qdrant answer's `result` (the client's own methods refuse an answer without one the same way). */
+function resultOf<T>(data: { result?: T | null }): T {
+  if (data.result === undefined || data.result === null) throw new Error('Qdrant answered without a result');
+  return data.result;
+}
+
+/** The most useful text of a client error (the outbound policy's refusal, Qdrant's `status.error`, its message). */
 function qdrantErrorText(err: unknown): string {
+  for (let c: unknown = err, i = 0; c && i < 5; c = (c as { cause?: unknown }).cause, i++) {
+    if (c instanceof OutboundUrlError) return c.message;
+    // Node's own fetch re-wraps a dispatcher's error as a plain Error named in its message.
+    const m = /^OutboundUrlError: (.*)$/.exec((c as Error).message ?? '');
+    if (m) return m[1]!;
+  }
   const e = err as { message?: string; data?: { status?: { error?: string } } };
   return e.data?.status?.error ?? e.message ?? String(err);
 }

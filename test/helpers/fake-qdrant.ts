@@ -54,6 +54,8 @@ export interface FakeQdrant {
   /** Called before each answer (test hooks: e.g. pause a query until something happened). */
   beforeAnswer: ((req: RecordedQdrantRequest) => Promise<void>) | null;
   points(collectionOrAlias: string): Point[];
+  /** Requests held open by 'hang' mode that the client has not cancelled yet. */
+  hangingCount(): number;
   close(): Promise<void>;
 }
 
@@ -372,6 +374,7 @@ export async function startFakeQdrant(opts: { apiKey?: string; validate?: boolea
     delayMs: 0,
     beforeAnswer: null,
     points: (n) => [...(collections.get(n) ?? collections.get(aliases.get(n) ?? ''))?.points.values() ?? []],
+    hangingCount: () => hanging.size,
     close: async () => undefined,
   };
 

@@ -1,11 +1,14 @@
+import http from 'node:http';
 import { memoryInput } from '../factories';
+import { listenLoopback } from '../helpers/loopback';
 import { startFakeQdrant, type FakeQdrant } from '../helpers/fake-qdrant';
 import { silentLog, testEnv } from '../helpers/env';
 import { tempStorage } from '../helpers/storage';
 import { waitUntil } from '../helpers/wait';
 import { QdrantSyncService } from '../../src/memory/qdrant-sync.service';
 import type { CreateMemoryInput, MemoryRecord } from '../../src/memory/types';
-import { physicalCollectionName, QDRANT_POINT_KIND } from '../../src/vector/qdrant.store';
+import { operatorPolicy } from '../../src/net/url-policy';
+import { physicalCollectionName, QDRANT_POINT_KIND, QdrantVectorStore } from '../../src/vector/qdrant.store';
 import { VectorUnavailableError } from '../../src/vector/types';
 
 const ctx = { source: 'api' as const };
@@ -257,6 +260,72 @@ describe('QdrantVectorStore against a fake Qdrant checked with Qdrant\'s OpenAPI
     s.close();
   });
 
+  it('a search abandoned at its deadline (or aborted) cancels its HTTP request: a slow Qdrant does not pile up open sockets for the client timeout', async () => {
+    // The jobs' request timeout is far longer than the search deadline: the abandoned request must not live that long.
+    const { s, build, create } = setup(fake, { QDRANT_SEARCH_TIMEOUT_MS: '200', QDRANT_TIMEOUT_MS: '600000' });
+    build('m1');
+    const a = create(memoryInput({ apiKeyId: 'tenant-a' }), vec(1, 0, 0, 0));
+    await s.qdrant.syncMemories([a.id]);
+    fake.mode = 'hang';
+    const q = { apiKeyId: 'tenant-a', vector: vec(1, 0, 0, 0), k: 5, filter: { nowIso: nowIso() } };
+    for (let i = 0; i < 6; i++) await expect(s.qdrant.search(q)).rejects.toMatchObject({ reason: 'timeout' });
+    const sent = fake.requests.length;
+    const ac = new AbortController();
+    const pending = s.qdrant.search({ ...q, signal: ac.signal }).catch((e: unknown) => e);
+    await waitUntil(() => fake.requests.length > sent || null, 5000, 'the aborted search reached Qdrant');
+    ac.abort();
+    expect(await pending).toMatchObject({ reason: 'aborted' });
+    await waitUntil(() => fake.hangingCount() === 0 || null, 5000, 'every abandoned Qdrant request was cancelled');
+    s.close();
+  });
+
+  it('a Qdrant host that answers with a redirect never gets the api key carried to the redirect target (no request follows it)', async () => {
+    const seen: { path: string; apiKey: string | undefined }[] = [];
+    const target = http.createServer((req, res) => {
+      seen.push({ path: req.url ?? '', apiKey: req.headers['api-key'] as string | undefined });
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok","time":0,"result":{"aliases":[]}}');
+    });
+    const t = await listenLoopback(target);
+    const redirector = http.createServer((req, res) => {
+      req.resume();
+      res.writeHead(307, { location: `http://127.0.0.1:${t.port}${req.url ?? '/'}` }).end();
+    });
+    const r = await listenLoopback(redirector);
+    const { s, build, create } = setup(fake);
+    build('m1');
+    const a = create(memoryInput({ apiKeyId: 'tenant-a' }), vec(1, 0, 0, 0));
+    s.qdrantSettings.update({ host: `http://127.0.0.1:${r.port}` });
+    const health = await s.qdrant.details();
+    expect(health.ok).toBe(false);
+    await expect(s.qdrant.search({ apiKeyId: 'tenant-a', vector: vec(1, 0, 0, 0), k: 5, filter: { nowIso: nowIso() } })).rejects.toBeInstanceOf(VectorUnavailableError);
+    await expect(s.qdrant.syncMemories([a.id])).rejects.toBeInstanceOf(VectorUnavailableError);
+    expect(seen).toEqual([]);
+    s.close();
+    await r.close();
+    await t.close();
+  });
+
+  it('a Qdrant host name that resolves to a cloud metadata address is refused when connecting (the name passed the static URL check)', async () => {
+    const { s, build, create } = setup(fake);
+    build('m1');
+    const a = create(memoryInput({ apiKeyId: 'tenant-a' }), vec(1, 0, 0, 0));
+    // Names only this test's resolver knows: one for the fake on loopback, one for the metadata service.
+    const resolver = async (host: string) => [{ address: host === 'qdrant.example.test' ? '127.0.0.1' : '169.254.169.254', family: 4 }];
+    const storeFor = (host: string) =>
+      new QdrantVectorStore(s.db.db, s.vectors, () => ({ ...s.qdrantSettings.config(), url: `http://${host}:${fake.port}` }), { policy: operatorPolicy(resolver) });
+    const good = storeFor('qdrant.example.test');
+    await good.syncMemories([a.id]);
+    expect(fake.points('engram_memory').map((p) => p.id)).toEqual([a.rowId]);
+    const sent = fake.requests.length;
+    const bad = storeFor('metadata.example.test');
+    const err = await bad.search({ apiKeyId: 'tenant-a', vector: vec(1, 0, 0, 0), k: 5, filter: { nowIso: nowIso() } }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(VectorUnavailableError);
+    expect((err as Error).message).toMatch(/metadata/);
+    expect((await bad.details()).reason).toMatch(/metadata/);
+    expect(fake.requests.length).toBe(sent);
+    s.close();
+  });
+
   it('an unknown collection is a 404 the store reports as "index not built"; a filter on a key no point has matches nothing', async () => {
     const { s, build } = setup(fake);
     build('m1');
@@ -274,6 +343,35 @@ describe('QdrantVectorStore against a fake Qdrant checked with Qdrant\'s OpenAPI
     const target = fake.aliases.get('engram_memory')!;
     expect(await s.qdrant.countWhere(target, { must: [{ key: 'noSuchKey', match: { value: 'x' } }] })).toBe(0);
     expect(await s.qdrant.countWhere(target, { must_not: [{ key: 'noSuchKey', match: { value: 'x' } }] })).toBe(1);
+    s.close();
+  });
+
+  it("dropping old collections after an alias switch never drops another Engram's collections whose base extends ours (engram_memory_eu_…), live or being built", async () => {
+    const { s, build, create } = setup(fake);
+    const sig1 = build('m1');
+    const a = create(memoryInput({ apiKeyId: 'tenant-a' }), vec(1, 0, 0, 0));
+    const sync = new QdrantSyncService({ qdrant: s.qdrant, qdrantSettings: s.qdrantSettings, vectors: s.vectors, queues: undefined as never, log: silentLog() });
+    const hooks = { progress: async () => undefined, checkpoint: async () => undefined, saveCursor: async () => undefined };
+    await sync.backfill({ reason: 'api', batchSize: 100, afterRowId: 0, done: 0, failed: 0, signature: null }, hooks);
+    const mine = physicalCollectionName('engram_memory', sig1);
+    // A second Engram on the same Qdrant with QDRANT_COLLECTION=engram_memory_eu: its live collection (behind its
+    // alias, holding its tenants' points) and one it is still building for a new model.
+    const headers = { 'content-type': 'application/json', 'api-key': 'qdrant-secret-key-0123456789' };
+    const theirLive = physicalCollectionName('engram_memory_eu', sig1);
+    const theirBuilding = physicalCollectionName('engram_memory_eu', 'static:m9:4');
+    for (const name of [theirLive, theirBuilding]) {
+      const r = await fetch(`${fake.url}/collections/${name}`, { method: 'PUT', headers, body: JSON.stringify({ vectors: { size: DIM, distance: 'Cosine' } }) });
+      expect(r.status).toBe(200);
+    }
+    const alias = await fetch(`${fake.url}/collections/aliases`, { method: 'POST', headers, body: JSON.stringify({ actions: [{ create_alias: { collection_name: theirLive, alias_name: 'engram_memory_eu' } }] }) });
+    expect(alias.status).toBe(200);
+    // Our reindex to a new model, then its backfill: our old collection goes, theirs stay.
+    const sig2 = build('m2');
+    s.vectors.upsertOne(a.rowId, a.apiKeyId, vec(0, 1, 0, 0), a.contentHash);
+    const second = await sync.backfill({ reason: 'reindex', batchSize: 100, afterRowId: 0, done: 0, failed: 0, signature: null }, hooks);
+    expect(second).toMatchObject({ phase: 'done', switchedFrom: mine, dropped: [mine] });
+    expect([...fake.collections.keys()].sort()).toEqual([physicalCollectionName('engram_memory', sig2), theirLive, theirBuilding].sort());
+    expect(fake.aliases.get('engram_memory_eu')).toBe(theirLive);
     s.close();
   });
 

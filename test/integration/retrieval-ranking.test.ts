@@ -63,6 +63,16 @@ describe('retrieval ranking (issue #10)', () => {
     expect(oldest).toEqual(['short', 'long']);
   });
 
+  it('exact is the newest rows holding a query word even when more rows match than the keyword tier ranks (the newest is a weak bm25 match)', async () => {
+    // 150 strong, short, older matches, then the newest one: long and mentioning the word once.
+    for (let i = 0; i < 150; i++) t.ctx.memory.create(memoryInput({ apiKeyId: 'E', key: `old${i}`, content: `wombat wombat ${i}` }), api);
+    await new Promise((r) => setTimeout(r, 5));
+    t.ctx.memory.create(memoryInput({ apiKeyId: 'E', key: 'newest', content: 'the weekly notes ran long today and somewhere among the many other topics a wombat came up' }), api);
+    const items = (await t.ctx.retrieval.retrieve('E', opts({ strategy: 'exact', query: 'wombat', limit: 3 }), { preview: true })).items;
+    expect(items[0]!.memory.key).toBe('newest');
+    expect(items.map((i) => i.memory.key)).toEqual(['newest', 'old149', 'old148']);
+  });
+
   it('tenant, session, expiry and retention apply before the ranking: 450 better matches elsewhere never crowd out the one that counts', async () => {
     // The caller's only valid match is weak (one mention in a long row)…
     t.ctx.memory.create(memoryInput({ apiKeyId: 'A', key: 'weak', sessionId: 'mine', content: 'a long rambling note that mentions a quokka only once among very many other words about nothing' }), api);
@@ -151,6 +161,14 @@ describe('retrieval ranking (issue #10)', () => {
       expect(r.body.error.details.map((d: { path: string }) => d.path)).toContain(where);
     }
     expect(JSON.stringify(t.ctx.settings.raw())).toBe(before);
+    // Both weights 0 is refused also when they meet across two PUTs (the stored one plus the new one).
+    expect((await request(t.app).put('/api/settings/memory').set(t.auth).send({ hybridFtsWeight: 0 })).status).toBe(200);
+    const stored = JSON.stringify(t.ctx.settings.raw());
+    const second = await request(t.app).put('/api/settings/memory').set(t.auth).send({ hybridVectorWeight: 0 });
+    expect(second.status).toBe(400);
+    expect(second.body.error.details.map((d: { path: string }) => d.path)).toContain('body.hybridVectorWeight');
+    expect(JSON.stringify(t.ctx.settings.raw())).toBe(stored);
+    expect((await request(t.app).put('/api/settings/memory').set(t.auth).send({ hybridFtsWeight: null })).status).toBe(200);
     for (const [body, where] of [
       [{ hybridFusion: 'linear' }, 'body.hybridFusion'],
       [{ ftsWeight: -1 }, 'body.ftsWeight'],

@@ -31,6 +31,14 @@ export function settingsRoutes(ctx: ApiContext): Router {
         }
       }
       const before = ctx.settings.memory();
+      // The schema refuses two zero fusion weights in one body; a zero already stored plus a new one is the same state.
+      const ftsWeight = body.hybridFtsWeight !== undefined ? body.hybridFtsWeight : before.hybridFtsWeight;
+      const vectorWeight = body.hybridVectorWeight !== undefined ? body.hybridVectorWeight : before.hybridVectorWeight;
+      if (ftsWeight === 0 && vectorWeight === 0) {
+        const field = body.hybridVectorWeight !== undefined ? 'hybridVectorWeight' : 'hybridFtsWeight';
+        const message = 'hybridFtsWeight and hybridVectorWeight cannot both be 0 (nothing would be ranked)';
+        throw new AppError(400, 'validation_failed', `Invalid body: body.${field}: ${message}`, [{ path: `body.${field}`, message, code: 'custom' }]);
+      }
       if (body.backendConfigs) body.backendConfigs = restoreMaskedSecrets(body.backendConfigs, before.backendConfigs);
       if (body.primaryBackend !== undefined || body.fallbackBackends !== undefined || body.backendConfigs !== undefined) {
         // A backend the settings name must be buildable (config, URL policy) before anything is stored.
