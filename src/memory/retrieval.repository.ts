@@ -45,9 +45,12 @@ export class RetrievalRepository {
     const where = filterSql(f, 'm', params) + (onlyUnembedded ? ' AND m.needs_reindex = 1' : '');
     // Rank (memory_id, bm25) pairs only, then read the whole rows of the top `limit`: the sorter
     // no longer carries every matching row's content and metadata (at 100k rows per key a common
-    // word matches tens of thousands of rows). Every filter stays inside the ranked query.
+    // word matches thousands of rows). Every filter stays inside the ranked query, and reads the
+    // covering index of the filter columns (0009) instead of the wide row; without statistics the
+    // planner would pick the primary key, hence INDEXED BY (needs_reindex is not in it).
+    const via = onlyUnembedded ? '' : ' INDEXED BY idx_memories_filter_cover';
     const ranked = this.stmt(
-      `SELECT m.memory_id AS rid, bm25(memory_fts) AS bm25 FROM memory_fts JOIN memories m ON m.memory_id = memory_fts.rowid
+      `SELECT m.memory_id AS rid, bm25(memory_fts) AS bm25 FROM memory_fts JOIN memories m${via} ON m.memory_id = memory_fts.rowid
        WHERE memory_fts MATCH @match AND ${where} ORDER BY bm25 LIMIT @limit`,
     ).all(params) as { rid: number; bm25: number }[];
     if (ranked.length === 0) return [];
