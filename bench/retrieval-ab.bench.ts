@@ -64,25 +64,30 @@ export async function runRetrievalAbBench(): Promise<void> {
     const times = services.map(() => [] as number[]);
     const queries = chat ? [...new Set(chat.questions.map((q) => q.question))].slice(0, 200) : corpus.queries(200, 7);
     let same = 0;
+    let sameScores = 0;
     for (let rep = 0; rep < reps; rep++) {
       for (let i = 0; i < queries.length; i++) {
         const order = services.map((_, s) => s);
         if ((i + rep) % 2) order.reverse();
         const ids: string[][] = [];
+        const scores: string[] = [];
         for (const s of order) {
           ctx.embedding.clearCache();
           const t0 = performance.now();
           const res = await services[s][1].retrieve('bench-main', { query: queries[i], strategy, maxTokens: 2000, retentionDays: 30, ...services[s][2] }, { preview: true });
           times[s].push(performance.now() - t0);
           ids[s] = res.items.map((it) => it.memory.id);
+          scores[s] = res.items.map((it) => it.score).join();
         }
         if (ids[0]!.join() === ids[1]!.join()) same++;
+        if (scores[0] === scores[1]) sameScores++;
       }
     }
     console.log(
       `${strategy}, ${size} memories/key (${chat ? 'generated chat turns, their questions' : 'template sentences and questions'}) + 10 other keys × 1000, ` +
         `${queries.length} queries × ${reps}, services alternating per query, query embedding uncached; before = ${before}; ` +
-        `identical item lists (ids, order) before vs this build: ${same} of ${queries.length * reps}`,
+        `identical item lists (ids, order) before vs this build: ${same} of ${queries.length * reps}; ` +
+        `identical score lists (differing only where equal scores swap rows): ${sameScores}`,
     );
     console.table(
       services.map(([name], s) => {
