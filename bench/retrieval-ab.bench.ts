@@ -14,8 +14,10 @@ import { MemoryReadCache } from '../src/memory/read-cache';
 import { MemoryService } from '../src/memory/memory.service';
 import { RetrievalService, type RetrievalDeps } from '../src/memory/retrieval.service';
 import type { RetrievalStrategy, RetrieveOptions, Retriever } from '../src/memory/retrieval.types';
+import { SqliteVecStore } from '../src/vector/sqlite-vec.store';
 import { silentLog, testEnv, testPrefix } from '../test/helpers/env';
 import { benchStaticModel } from './build-wink-model';
+import { GENERATED_SETS, generateSet } from './quality/generator';
 import { closeBenchContext, Corpus, embedPending, ms, percentile, retrievalDeps, rng, seedMemories, useStaticSource } from './retrieval.bench';
 
 const flag = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
@@ -31,6 +33,9 @@ export async function runRetrievalAbBench(): Promise<void> {
   const reps = Number(flag('reps') ?? 3);
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const Old = (require(path.resolve(before, 'src/memory/retrieval.service.js')) as { RetrievalService: new (d: RetrievalDeps) => Retriever }).RetrievalService;
+  // The vector tier of that build too (its KNN strategy is part of what is compared), over the same database.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const OldStore = (require(path.resolve(before, 'src/vector/sqlite-vec.store.js')) as { SqliteVecStore: typeof SqliteVecStore }).SqliteVecStore;
 
   const model = benchStaticModel();
   const corpus = new Corpus(model);
@@ -43,29 +48,47 @@ export async function runRetrievalAbBench(): Promise<void> {
     const signature = ctx.vectors.signatureFor(probe.resolution)!;
     ctx.vectors.rebuild(signature, probe.resolution.dimensions!);
     const r = rng(42);
+    // --text=chat: the key's memories are generated chat turns (`Speaker: text`, the quality bench's
+    // generator with as many chats as it takes) and the queries are that set's questions; the
+    // template sentences flatter the keyword tier (few words, no small talk, no shared names).
+    const chat = flag('text') === 'chat' ? generateSet({ ...GENERATED_SETS[0]!, name: 'ab-chat', chats: Math.ceil(size / 330) }) : null;
     for (let k = 0; k < 10; k++) seedMemories(writer, `bench-other-${k}`, 1_000, () => corpus.memory(r));
-    seedMemories(writer, 'bench-main', size, () => corpus.memory(r));
+    seedMemories(writer, 'bench-main', size, chat ? (i) => chat.turns[i % chat.turns.length]!.content : () => corpus.memory(r));
     await embedPending(ctx.embedding, ctx.vectors, settings, signature, probe.resolution.dimensions!);
     const deps = retrievalDeps(ctx);
     const services: [string, Retriever, Partial<RetrieveOptions>][] = [
-      ['before', new Old(deps), {}],
+      ['before', new Old({ ...deps, vectors: new OldStore(ctx.db.db, { vecLoaded: ctx.db.vecLoaded, quantization: ctx.env.MEMORY_VEC_QUANTIZATION }) }), {}],
       ['this build', new RetrievalService(deps), {}],
-      ['this build, rrf', new RetrievalService(deps), { fusion: { method: 'rrf' } }],
+      ...(flag('rrf') ? [['this build, rrf', new RetrievalService(deps), { fusion: { method: 'rrf' } }] as [string, Retriever, Partial<RetrieveOptions>]] : []),
     ];
     const times = services.map(() => [] as number[]);
-    const queries = corpus.queries(200, 7);
+    const queries = chat ? [...new Set(chat.questions.map((q) => q.question))].slice(0, 200) : corpus.queries(200, 7);
+    let same = 0;
+    let sameScores = 0;
     for (let rep = 0; rep < reps; rep++) {
       for (let i = 0; i < queries.length; i++) {
-        const order = (i + rep) % 2 ? [0, 1, 2] : [2, 1, 0];
+        const order = services.map((_, s) => s);
+        if ((i + rep) % 2) order.reverse();
+        const ids: string[][] = [];
+        const scores: string[] = [];
         for (const s of order) {
           ctx.embedding.clearCache();
           const t0 = performance.now();
-          await services[s][1].retrieve('bench-main', { query: queries[i], strategy, maxTokens: 2000, retentionDays: 30, ...services[s][2] }, { preview: true });
+          const res = await services[s][1].retrieve('bench-main', { query: queries[i], strategy, maxTokens: 2000, retentionDays: 30, ...services[s][2] }, { preview: true });
           times[s].push(performance.now() - t0);
+          ids[s] = res.items.map((it) => it.memory.id);
+          scores[s] = res.items.map((it) => it.score).join();
         }
+        if (ids[0]!.join() === ids[1]!.join()) same++;
+        if (scores[0] === scores[1]) sameScores++;
       }
     }
-    console.log(`${strategy}, ${size} memories/key + 10 other keys × 1000, ${queries.length} queries × ${reps}, services alternating per query, query embedding uncached; before = ${before}`);
+    console.log(
+      `${strategy}, ${size} memories/key (${chat ? 'generated chat turns, their questions' : 'template sentences and questions'}) + 10 other keys × 1000, ` +
+        `${queries.length} queries × ${reps}, services alternating per query, query embedding uncached; before = ${before}; ` +
+        `identical item lists (ids, order) before vs this build: ${same} of ${queries.length * reps}; ` +
+        `identical score lists (differing only where equal scores swap rows): ${sameScores}`,
+    );
     console.table(
       services.map(([name], s) => {
         const t = times[s].sort((a, b) => a - b);

@@ -311,7 +311,7 @@ describe('SqliteVecStore', () => {
       const hits = o.store.knn('tenant-b', q, 3, { nowIso: now(), sessionId: 'b-rare' });
       expect(hits.map((h) => h.id).sort()).toEqual(rareB.map((m) => m.id).sort());
       expect(spy).toHaveBeenCalledTimes(1);
-      expect(knnSpy.mock.calls.map((c) => c[2])).toEqual([12, 24, 48, 96, 192, 384, 768, 1536, 3072, VEC0_MAX_K]);
+      expect(knnSpy.mock.calls.map((c) => c[2])).toEqual([3, 12, 24, 48, 96, 192, 384, 768, 1536, 3072, VEC0_MAX_K]);
       spy.mockRestore();
       knnSpy.mockRestore();
     });
@@ -365,13 +365,51 @@ describe('SqliteVecStore', () => {
       expect(ids({ nowIso: new Date(Date.now() + 7_200_000).toISOString() }).sort()).toEqual([f.old[0]!.id, f.otherSession[0]!.id].sort());
     });
 
+    it('asks vec0 for exactly k first: with nothing filtered out that is the answer, one query', () => {
+      const o = fresh('none', 0);
+      const r = rng(11);
+      const rows = o.create(Array.from({ length: 200 }, () => memoryInput({ apiKeyId: 't' })));
+      o.store.rebuild(sig(o.store, 8), 8);
+      o.store.upsertMany(rows.map((m) => ({ rowId: m.rowId, apiKeyId: 't', vector: randomUnit(8, r), contentHash: m.contentHash })));
+      const knnSpy = jest.spyOn(o.store['repo'], 'knnCandidates');
+      const query = randomUnit(8, r);
+      const hits = o.store.knn('t', query, 10, { nowIso: now() });
+      expect(knnSpy.mock.calls.map((c) => c[2])).toEqual([10]);
+      const exact = o.store['repo'].exactScan('t', Buffer.from(query.buffer), 10, 'none', { nowIso: now(), freshAfterIso: null, sessionId: null });
+      expect(hits.map((h) => h.rowId)).toEqual(exact.map((h) => h.rowId));
+    });
+
+    it('returns exactly the exact scan\'s top k on a generated set where filters drop some of the nearest rows', () => {
+      const o = fresh('none', 0);
+      const r = rng(23);
+      const past = new Date(Date.now() - 60_000).toISOString();
+      const inputs = Array.from({ length: 600 }, (_, i) =>
+        memoryInput({ apiKeyId: 't', sessionId: i % 3 === 0 ? 'other' : 'main', ...(i % 5 === 0 ? { expiresAt: past } : {}) }),
+      );
+      const rows = o.create(inputs);
+      const others = o.create(Array.from({ length: 300 }, () => memoryInput({ apiKeyId: 'u' })));
+      o.store.rebuild(sig(o.store, 12), 12);
+      o.store.upsertMany(rows.map((m) => ({ rowId: m.rowId, apiKeyId: 't', vector: randomUnit(12, r), contentHash: m.contentHash })));
+      for (let i = 0; i < 25; i++) {
+        const query = randomUnit(12, r);
+        // Another tenant's rows sit right on the query: they must never appear or take a slot.
+        o.store.upsertMany(others.slice(i * 12, i * 12 + 12).map((m) => ({ rowId: m.rowId, apiKeyId: 'u', vector: near(query, 0.01, r), contentHash: m.contentHash })));
+        for (const [k, sessionId] of [[20, null], [7, 'main'], [40, 'other']] as const) {
+          const filter = { nowIso: now(), freshAfterIso: null, sessionId };
+          const hits = o.store.knn('t', query, k, { nowIso: filter.nowIso, sessionId });
+          const exact = o.store['repo'].exactScan('t', Buffer.from(query.buffer), k, 'none', filter);
+          expect(hits.map((h) => h.rowId)).toEqual(exact.map((h) => h.rowId));
+        }
+      }
+    });
+
     it('widens the KNN (doubling) when filters remove too many candidates', async () => {
       const f = await fixture(0);
       const knnSpy = jest.spyOn(f.o.store['repo'], 'knnCandidates');
       const exactSpy = jest.spyOn(f.o.store['repo'], 'exactScan');
       const hits = f.o.store.knn('t', q, 5, { nowIso: now(), sessionId: 's1', freshAfterIso: f.cutoff });
       expect(hits.map((h) => h.id).sort()).toEqual(f.live.map((m) => m.id).sort());
-      expect(knnSpy.mock.calls.map((c) => c[2])).toEqual([20, 40, 80]);
+      expect(knnSpy.mock.calls.map((c) => c[2])).toEqual([5, 20, 40, 80]);
       expect(exactSpy).not.toHaveBeenCalled();
     });
 

@@ -1,0 +1,64 @@
+import { memoryInput } from '../../test/factories';
+import { tempStorage } from '../../test/helpers/storage';
+import { mulberry32 as rng } from '../../test/helpers/prng';
+import { RetrievalRepository, type CandidateFilter } from './retrieval.repository';
+
+const WORDS = ['coffee', 'tea', 'berlin', 'paris', 'hiking', 'chess', 'sister', 'brother', 'budget', 'release', 'pasta', 'sushi', 'monday', 'friday'];
+
+describe('RetrievalRepository.fts (rank ids first, then read the top rows)', () => {
+  const s = tempStorage();
+  const repo = new RetrievalRepository(s.db.db);
+  const past = new Date(Date.now() - 60_000).toISOString();
+
+  beforeAll(() => {
+    const r = rng(5);
+    const pick = () => WORDS[Math.floor(r() * WORDS.length)]!;
+    const inputs = Array.from({ length: 1500 }, (_, i) =>
+      memoryInput({
+        apiKeyId: i % 4 === 0 ? 'other' : 'main',
+        sessionId: i % 3 === 0 ? 's2' : 's1',
+        ...(i % 7 === 0 ? { expiresAt: past } : {}),
+        content: Array.from({ length: 3 + Math.floor(r() * 12) }, pick).join(' '),
+      }),
+    );
+    s.memory.upsertMany(inputs, { source: 'api' });
+  });
+  afterAll(() => s.close());
+
+  /** The one-query form (whole rows through the sorter) the repository used before: the reference. */
+  function reference(match: string, f: CandidateFilter, limit: number): { id: string; bm25: number }[] {
+    const params: Record<string, unknown> = { match, limit, nowIso: f.nowIso };
+    const where = ['(m.expires_at IS NULL OR m.expires_at > @nowIso)'];
+    if (f.apiKeyId !== null) (where.push('m.api_key_id = @apiKeyId'), (params.apiKeyId = f.apiKeyId));
+    if (f.sessionId !== null) (where.push('m.session_id = @sessionId'), (params.sessionId = f.sessionId));
+    return s.db.db
+      .prepare(
+        `SELECT m.id AS id, bm25(memory_fts) AS bm25 FROM memory_fts JOIN memories m ON m.memory_id = memory_fts.rowid
+         WHERE memory_fts MATCH @match AND ${where.join(' AND ')} ORDER BY bm25 LIMIT @limit`,
+      )
+      .all(params) as { id: string; bm25: number }[];
+  }
+
+  it.each([
+    ['"coffee" OR "berlin"', 'main', null, 100],
+    ['"coffee" OR "tea" OR "sister"', 'main', 's2', 50],
+    ['"chess"', null, null, 100],
+    ['"pasta" OR "friday" OR "budget" OR "hiking"', 'other', 's1', 30],
+  ] as const)('%s (key %s, session %s, top %d) matches the one-query ranking and its filters', (match, apiKeyId, sessionId, limit) => {
+    const f: CandidateFilter = { apiKeyId, sessionId, nowIso: new Date().toISOString(), freshAfterIso: null };
+    const got = repo.fts(match, f, limit);
+    const ref = reference(match, f, limit);
+    expect(got.length).toBe(ref.length);
+    expect(got.length).toBeGreaterThan(0);
+    // Same scores in the same order; ties may swap rows of equal score, so compare ids below the last score.
+    expect(got.map((c) => c.bm25)).toEqual(ref.map((c) => c.bm25));
+    const last = ref[ref.length - 1]!.bm25;
+    const below = (xs: { id: string; bm25: number }[]) => xs.filter((c) => c.bm25 < last).map((c) => c.id).sort();
+    expect(below(got.map((c) => ({ id: c.record.id, bm25: c.bm25 })))).toEqual(below(ref));
+    for (const c of got) {
+      if (apiKeyId !== null) expect(c.record.apiKeyId).toBe(apiKeyId);
+      if (sessionId !== null) expect(c.record.sessionId).toBe(sessionId);
+      expect(c.record.expiresAt === null || c.record.expiresAt > f.nowIso).toBe(true);
+    }
+  });
+});
