@@ -1,0 +1,110 @@
+import { applyScoreFloor, boostInWindow, dateWindowOf, extrasFor, inWindow, memoryDay, mergeById } from './retrieval-extras';
+import { DEFAULT_MEMORY_SETTINGS, memorySettingsUpdateSchema, normalizeMemorySettings } from './settings';
+
+describe('applyScoreFloor', () => {
+  const hits = [
+    { id: 'a', score: 0.9 },
+    { id: 'b', score: 0.25 },
+    { id: 'c', score: 0.1 },
+    { id: 'd', score: NaN },
+  ];
+  it('keeps the hits at or above the floor, in order', () => {
+    expect(applyScoreFloor(hits, 0.25).map((h) => h.id)).toEqual(['a', 'b']);
+    expect(applyScoreFloor(hits, 0.95)).toEqual([]);
+  });
+  it('null or 0 leaves the list as it is (NaN included)', () => {
+    expect(applyScoreFloor(hits, null)).toBe(hits);
+    expect(applyScoreFloor(hits, 0)).toBe(hits);
+  });
+});
+
+describe('dateWindowOf', () => {
+  const now = new Date('2024-03-15T10:00:00Z');
+  const w = (q: string) => dateWindowOf(q, now);
+  it('reads absolute months and days', () => {
+    expect(w('What did Maya do in December 2021?')).toEqual({ from: '2021-12-01', to: '2022-01-01' });
+    expect(w('What was Leo up to in Sept, 2022?')).toEqual({ from: '2022-09-01', to: '2022-10-01' });
+    expect(w('what happened on 2023-05-17')).toEqual({ from: '2023-05-17', to: '2023-05-18' });
+    expect(w('and on the 3rd of May 2023?')).toEqual({ from: '2023-05-03', to: '2023-05-04' });
+    expect(w('on May 31, 2023')).toEqual({ from: '2023-05-31', to: '2023-06-01' });
+    expect(w('everything from 2022-02')).toEqual({ from: '2022-02-01', to: '2022-03-01' });
+    expect(w('where did we go in 2019')).toEqual({ from: '2019-01-01', to: '2020-01-01' });
+  });
+  it('reads relative expressions against now (UTC), crossing month and year ends', () => {
+    expect(w('what did I eat yesterday')).toEqual({ from: '2024-03-14', to: '2024-03-15' });
+    expect(w('today')).toEqual({ from: '2024-03-15', to: '2024-03-16' });
+    expect(w('what happened last week')).toEqual({ from: '2024-03-08', to: '2024-03-15' });
+    expect(w('last month')).toEqual({ from: '2024-02-01', to: '2024-03-01' });
+    expect(w('last year')).toEqual({ from: '2023-01-01', to: '2024-01-01' });
+    expect(dateWindowOf('yesterday', new Date('2024-01-01T05:00:00Z'))).toEqual({ from: '2023-12-31', to: '2024-01-01' });
+    expect(dateWindowOf('last month', new Date('2024-01-20T05:00:00Z'))).toEqual({ from: '2023-12-01', to: '2024-01-01' });
+  });
+  it('a named month without a year is the latest one before now ("in" includes the current month)', () => {
+    expect(w('the trip last May')).toEqual({ from: '2023-05-01', to: '2023-06-01' });
+    expect(w('what did she do in February')).toEqual({ from: '2024-02-01', to: '2024-03-01' });
+    expect(w('during March')).toEqual({ from: '2024-03-01', to: '2024-04-01' });
+    expect(w('last March')).toEqual({ from: '2023-03-01', to: '2023-04-01' });
+  });
+  it('names no window for questions without dates, and never reads the verb "may" as the month', () => {
+    expect(w('Where does Jasmine work now?')).toBeNull();
+    expect(w('what in may be wrong with the car')).toBeNull();
+    expect(w('I may go to Lisbon')).toBeNull();
+    expect(w('my code is KE-667 and room 2041')).toBeNull();
+  });
+});
+
+describe('memoryDay / inWindow', () => {
+  it('prefers a metadata date, else the created_at day', () => {
+    expect(memoryDay({ date: '2021-12-04' }, '2024-01-01T00:00:00.000Z')).toBe('2021-12-04');
+    expect(memoryDay({ date: '2021-12-04T09:00:00Z' }, '2024-01-01T00:00:00.000Z')).toBe('2021-12-04');
+    expect(memoryDay({ date: 'last week' }, '2024-01-01T00:00:00.000Z')).toBe('2024-01-01');
+    expect(memoryDay({}, '2024-01-01T00:00:00.000Z')).toBe('2024-01-01');
+  });
+  it('the window is half-open', () => {
+    const win = { from: '2021-12-01', to: '2022-01-01' };
+    expect([inWindow(win, '2021-11-30'), inWindow(win, '2021-12-01'), inWindow(win, '2021-12-31'), inWindow(win, '2022-01-01')]).toEqual([false, true, true, false]);
+  });
+});
+
+describe('boostInWindow', () => {
+  const items = [
+    { id: 'a', score: 0.75, day: '2022-01-05' },
+    { id: 'b', score: 0.625, day: '2021-12-10' },
+    { id: 'c', score: 0.5, day: '2021-12-20' },
+    { id: 'd', score: 0.25, day: null },
+  ];
+  const win = { from: '2021-12-01', to: '2022-01-01' };
+  it('adds the boost to the items in the window and re-sorts, stable on ties', () => {
+    const out = boostInWindow(items, (x) => x.day, win, 0.25);
+    // c ties with a (0.75) and stays after it, as the fusion had them.
+    expect(out.map((x) => x.id)).toEqual(['b', 'a', 'c', 'd']);
+    expect(out.map((x) => x.score)).toEqual([0.875, 0.75, 0.75, 0.25]);
+  });
+  it('no window or no boost: unchanged', () => {
+    expect(boostInWindow(items, (x) => x.day, null, 0.25)).toBe(items);
+    expect(boostInWindow(items, (x) => x.day, win, null)).toBe(items);
+    expect(boostInWindow(items, (x) => x.day, win, 0)).toBe(items);
+  });
+});
+
+describe('mergeById', () => {
+  it('appends only the new ids of the second list', () => {
+    expect(mergeById([{ k: 'a' }, { k: 'b' }], [{ k: 'b' }, { k: 'c' }], (x) => x.k)).toEqual([{ k: 'a' }, { k: 'b' }, { k: 'c' }]);
+  });
+});
+
+describe('extras settings', () => {
+  it('are off by default and validated 0–1 (null switches one off)', () => {
+    expect(extrasFor(DEFAULT_MEMORY_SETTINGS)).toEqual({ keywordFloor: null, vectorFloor: null, temporalBoost: null });
+    expect(memorySettingsUpdateSchema.safeParse({ hybridKeywordFloor: 0.3, hybridVectorFloor: null, hybridTemporalBoost: 1 }).success).toBe(true);
+    const bad = memorySettingsUpdateSchema.safeParse({ hybridKeywordFloor: 1.5 });
+    expect(bad.success).toBe(false);
+    expect(bad.error?.issues[0].path).toEqual(['hybridKeywordFloor']);
+    expect(memorySettingsUpdateSchema.safeParse({ hybridTemporalBoost: -0.1 }).success).toBe(false);
+  });
+  it('stored values out of range read as off; a call override (even null) beats the settings', () => {
+    const s = normalizeMemorySettings({ memoryHybridKeywordFloor: 0.3, memoryHybridVectorFloor: 7, memoryHybridTemporalBoost: 'x' });
+    expect(extrasFor(s)).toEqual({ keywordFloor: 0.3, vectorFloor: null, temporalBoost: null });
+    expect(extrasFor(s, { keywordFloor: null, temporalBoost: 0.2 })).toEqual({ keywordFloor: null, vectorFloor: null, temporalBoost: 0.2 });
+  });
+});
