@@ -1,4 +1,4 @@
-import { applyScoreFloor, boostInWindow, dateWindowOf, extrasFor, inWindow, memoryDay, mergeById } from './retrieval-extras';
+import { applyScoreFloor, boostInWindow, dateWindowOf, expansionTerms, extrasFor, inWindow, memoryDay, mergeById, relevanceModel } from './retrieval-extras';
 import { DEFAULT_MEMORY_SETTINGS, memorySettingsUpdateSchema, normalizeMemorySettings } from './settings';
 
 describe('applyScoreFloor', () => {
@@ -95,7 +95,7 @@ describe('mergeById', () => {
 
 describe('extras settings', () => {
   it('are off by default and validated 0–1 (null switches one off)', () => {
-    expect(extrasFor(DEFAULT_MEMORY_SETTINGS)).toEqual({ keywordFloor: null, vectorFloor: null, temporalBoost: null });
+    expect(extrasFor(DEFAULT_MEMORY_SETTINGS)).toEqual({ keywordFloor: null, vectorFloor: null, temporalBoost: null, prfWeight: null });
     expect(memorySettingsUpdateSchema.safeParse({ hybridKeywordFloor: 0.3, hybridVectorFloor: null, hybridTemporalBoost: 1 }).success).toBe(true);
     const bad = memorySettingsUpdateSchema.safeParse({ hybridKeywordFloor: 1.5 });
     expect(bad.success).toBe(false);
@@ -104,7 +104,41 @@ describe('extras settings', () => {
   });
   it('stored values out of range read as off; a call override (even null) beats the settings', () => {
     const s = normalizeMemorySettings({ memoryHybridKeywordFloor: 0.3, memoryHybridVectorFloor: 7, memoryHybridTemporalBoost: 'x' });
-    expect(extrasFor(s)).toEqual({ keywordFloor: 0.3, vectorFloor: null, temporalBoost: null });
-    expect(extrasFor(s, { keywordFloor: null, temporalBoost: 0.2 })).toEqual({ keywordFloor: null, vectorFloor: null, temporalBoost: 0.2 });
+    expect(extrasFor(s)).toEqual({ keywordFloor: 0.3, vectorFloor: null, temporalBoost: null, prfWeight: null });
+    expect(extrasFor(s, { keywordFloor: null, temporalBoost: 0.2, prfWeight: 0.5 })).toEqual({ keywordFloor: null, vectorFloor: null, temporalBoost: 0.2, prfWeight: 0.5 });
+  });
+});
+
+describe('RM3 expansion', () => {
+  const feedback = [
+    { text: 'Maya: the marathon training plan says intervals on Tuesday', weight: 1 },
+    { text: 'Maya: marathon shoes and intervals again', weight: 0.5 },
+    { text: 'Maya: unrelated pizza', weight: 0 },
+  ];
+  it('relevanceModel: Σ w(D)·tf/|D| over the feedback rows, query terms, stop-words and zero-weight rows excluded', () => {
+    const model = relevanceModel(feedback, new Set(['maya', 'training']));
+    const w = Object.fromEntries(model.map((m) => [m.term, m.weight]));
+    // marathon: 1·1/9 + 0.5·1/6 (9 and 6 tokens); intervals the same; plan: 1/9 only.
+    expect(w.marathon).toBeCloseTo(1 / 9 + 0.5 / 6, 10);
+    expect(w.intervals).toBeCloseTo(w.marathon, 10);
+    expect(w.plan).toBeCloseTo(1 / 9, 10);
+    expect(Object.keys(w)).not.toEqual(expect.arrayContaining(['maya']));
+    expect(model.map((m) => m.term)).not.toContain('training');
+    expect(model.map((m) => m.term)).not.toContain('the');
+    expect(model.map((m) => m.term)).not.toContain('pizza');
+    expect(model.slice(0, 2).map((m) => m.term)).toEqual(['intervals', 'marathon']);
+    expect(relevanceModel(feedback, new Set(), 3)).toHaveLength(3);
+    expect(relevanceModel([], new Set())).toEqual([]);
+  });
+  it('expansionTerms: weight × idf, a term every row holds (idf ~0) never expands', () => {
+    const model = [
+      { term: 'intervals', weight: 0.2 },
+      { term: 'marathon', weight: 0.2 },
+      { term: 'plan', weight: 0.1 },
+      { term: 'today', weight: 0.5 },
+    ];
+    const idf: Record<string, number> = { intervals: 3, marathon: 1, plan: 4, today: 1e-6 };
+    expect(expansionTerms(model, (t) => idf[t], 3)).toEqual(['intervals', 'plan', 'marathon']);
+    expect(expansionTerms(model, () => 0)).toEqual([]);
   });
 });

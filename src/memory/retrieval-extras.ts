@@ -3,7 +3,8 @@
  * unless it won on the labelled sets (bench/README.md, "Issue #10 item 4"). Pure functions only: the
  * hooks in RetrievalService are a few lines each.
  */
-import type { NormalisedHit } from './retrieval-scoring';
+import { FTS_STOP_WORDS, type NormalisedHit } from './retrieval-scoring';
+import { tokenize } from './tokenize';
 import type { MemorySettings } from './settings';
 
 /** The extras in effect for one call (null = off). */
@@ -14,17 +15,20 @@ export interface RetrievalExtras {
   vectorFloor: number | null;
   /** Hybrid: added to the fused score of memories dated inside the window the query names ("in May 2023", "yesterday"). */
   temporalBoost: number | null;
+  /** Convex fusion: weight (× the keyword weight) of an RM3 expansion list built from the top keyword hits. */
+  prfWeight: number | null;
 }
 
 /** The call's overrides (retrieve-preview), else the settings. */
 export function extrasFor(
-  settings: Pick<MemorySettings, 'hybridKeywordFloor' | 'hybridVectorFloor' | 'hybridTemporalBoost'>,
+  settings: Pick<MemorySettings, 'hybridKeywordFloor' | 'hybridVectorFloor' | 'hybridTemporalBoost' | 'hybridPrfWeight'>,
   override?: Partial<RetrievalExtras>,
 ): RetrievalExtras {
   return {
     keywordFloor: override?.keywordFloor !== undefined ? override.keywordFloor : settings.hybridKeywordFloor,
     vectorFloor: override?.vectorFloor !== undefined ? override.vectorFloor : settings.hybridVectorFloor,
     temporalBoost: override?.temporalBoost !== undefined ? override.temporalBoost : settings.hybridTemporalBoost,
+    prfWeight: override?.prfWeight !== undefined ? override.prfWeight : settings.hybridPrfWeight,
   };
 }
 
@@ -115,4 +119,45 @@ export function boostInWindow<T extends { score: number }>(items: T[], dayOf: (x
 export function mergeById<T>(a: T[], b: T[], id: (x: T) => string): T[] {
   const seen = new Set(a.map(id));
   return [...a, ...b.filter((x) => !seen.has(id(x)))];
+}
+
+/** RM3's feedback set and expansion size (Abdul-Jaleel et al., UMass at TREC 2004; Lv & Zhai 2009). */
+export const PRF_FEEDBACK_DOCS = 5;
+export const PRF_EXPANSION_TERMS = 5;
+/** Terms of the relevance model re-weighted by idf (the rest are dropped before the idf lookups). */
+export const PRF_CANDIDATE_TERMS = 30;
+
+/**
+ * RM3's relevance model over the feedback rows: P(t|R) ∝ Σ_D w(D)·tf(t, D)/|D|, with w(D) the row's
+ * normalised keyword score; the query's own terms, stop-words and one-character tokens excluded.
+ * Returns the top `max` terms by that weight, best first (ties by term), for the caller to re-weight.
+ */
+export function relevanceModel(feedback: readonly { text: string; weight: number }[], exclude: ReadonlySet<string>, max = PRF_CANDIDATE_TERMS): { term: string; weight: number }[] {
+  const acc = new Map<string, number>();
+  for (const { text, weight } of feedback) {
+    if (!(weight > 0)) continue;
+    const toks = tokenize(text);
+    if (toks.length === 0) continue;
+    for (const t of toks) {
+      if (t.length < 2 || exclude.has(t) || FTS_STOP_WORDS.has(t)) continue;
+      acc.set(t, (acc.get(t) ?? 0) + weight / toks.length);
+    }
+  }
+  return [...acc.entries()]
+    .map(([term, weight]) => ({ term, weight }))
+    .sort((a, b) => b.weight - a.weight || (a.term < b.term ? -1 : a.term > b.term ? 1 : 0))
+    .slice(0, max);
+}
+
+/**
+ * The expansion terms: the relevance model's weight × idf (a word every row holds expands nothing),
+ * top `n` with a positive product, best first.
+ */
+export function expansionTerms(model: readonly { term: string; weight: number }[], idf: (term: string) => number, n = PRF_EXPANSION_TERMS): string[] {
+  return model
+    .map((m) => ({ term: m.term, w: m.weight * Math.max(0, idf(m.term)) }))
+    .filter((m) => m.w > 0)
+    .sort((a, b) => b.w - a.w || (a.term < b.term ? -1 : a.term > b.term ? 1 : 0))
+    .slice(0, n)
+    .map((m) => m.term);
 }

@@ -10,9 +10,9 @@ import { VectorUnavailableError } from '../vector/types';
 import type { VectorStore } from '../vector/types';
 import type { Reranker } from './rerank';
 import type { FusionChoice, RetrievalResolution, RetrievalResult, RetrievalStrategy, RetrievedItem, RetrieveMode, RetrieveOptions, Retriever } from './retrieval.types';
-import { bm25QueryScale, convexFuse, minMaxNormalise, ftsQueryTerms, getRelevanceScore, rrfFuse, selectWithinBudget, truncateToTokens, type FusedHit } from './retrieval-scoring';
+import { bm25QueryScale, convexFuse, fts5Idf, minMaxNormalise, ftsQueryTerms, getRelevanceScore, rrfFuse, selectWithinBudget, truncateToTokens, type FusedHit } from './retrieval-scoring';
 import type { QdrantSettingsService } from './qdrant-settings';
-import { applyScoreFloor, boostInWindow, dateWindowOf, extrasFor, memoryDay, mergeById, type DateWindow, type RetrievalExtras } from './retrieval-extras';
+import { applyScoreFloor, boostInWindow, dateWindowOf, expansionTerms, extrasFor, memoryDay, mergeById, relevanceModel, PRF_FEEDBACK_DOCS, type DateWindow, type RetrievalExtras } from './retrieval-extras';
 import { RetrievalExtrasRepository } from './retrieval-extras.repository';
 import type { MemorySettings, SettingsService } from './settings';
 import { estimateTokens } from './tokens';
@@ -359,13 +359,15 @@ export class RetrievalService implements Retriever {
       const terms = ftsQueryTerms(query);
       const stats = kw.length ? this.repo.termStats(terms) : { rows: 0, docFreqs: [] };
       const scale = kw.length ? bm25QueryScale(stats.rows, stats.docFreqs) : 1;
+      const kwList = kw.map((c) => ({ id: c.record.id, score: scale > 0 ? -c.bm25 / scale : 0 }));
       fused = convexFuse<string>(
         [
-          // Issue #10 item 4: optional relevance floors (retrieval-extras.ts; off by default).
+          // Issue #10 item 4: optional relevance floors and RM3 expansion list (retrieval-extras.ts; off by default).
           applyScoreFloor(minMaxNormalise(hits), extras.vectorFloor),
-          applyScoreFloor(kw.map((c) => ({ id: c.record.id, score: scale > 0 ? -c.bm25 / scale : 0 })), extras.keywordFloor),
+          applyScoreFloor(kwList, extras.keywordFloor),
+          extras.prfWeight ? this.expansionList(kw, kwList, terms, filter) : [],
         ],
-        [fusion.vectorWeight, fusion.ftsWeight],
+        [fusion.vectorWeight, fusion.ftsWeight, fusion.ftsWeight * (extras.prfWeight ?? 0)],
       );
     } else {
       fused = rrfFuse<string>(
@@ -391,6 +393,19 @@ export class RetrievalService implements Retriever {
       .filter((x): x is NonNullable<typeof x> => x !== null);
     // Issue #10 item 4: the window's memories move up by the boost (retrieval-extras.ts).
     return boostInWindow(out, (x) => memoryDay(x.c.record.metadata, x.c.record.createdAt), window, extras.temporalBoost);
+  }
+
+  /** Issue #10 item 4: RM3 — the keyword matches of the top keyword hits' expansion terms, bm25 ÷ their own Σ idf. */
+  private expansionList(kw: KeywordCandidate[], kwList: { id: string; score: number }[], terms: string[], filter: CandidateFilter) {
+    const feedback = kw.slice(0, PRF_FEEDBACK_DOCS).map((c, i) => ({ text: c.record.content, weight: kwList[i].score }));
+    const model = relevanceModel(feedback, new Set(terms));
+    if (model.length === 0) return [];
+    const stats = this.repo.termStats(model.map((m) => m.term));
+    const idf = new Map(model.map((m, i) => [m.term, fts5Idf(stats.rows, stats.docFreqs[i])]));
+    const exp = expansionTerms(model, (t) => idf.get(t) ?? 0);
+    if (exp.length === 0) return [];
+    const scale = exp.reduce((a, t) => a + (idf.get(t) ?? 0), 0);
+    return this.repo.fts(exp.map((t) => `"${t}"`).join(' OR '), filter, FTS_LIMIT).map((r) => ({ id: r.record.id, score: scale > 0 ? -r.bm25 / scale : 0 }));
   }
 
   /** Issue #10 item 4: keyword candidates dated inside a temporal question's window. */

@@ -45,6 +45,8 @@ export interface MemorySettings {
   hybridVectorFloor: number | null;
   /** Issue #10 item 4: added to the fused score of memories dated inside the window a question names ("in May 2023"); null = off. */
   hybridTemporalBoost: number | null;
+  /** Issue #10 item 4 (convex only): weight (× the keyword weight) of an RM3 expansion from the top keyword hits; null = off. */
+  hybridPrfWeight: number | null;
 }
 
 export const HYBRID_FUSIONS = ['rrf', 'convex'] as const;
@@ -81,6 +83,7 @@ export const DEFAULT_MEMORY_SETTINGS: Readonly<MemorySettings> = Object.freeze({
   hybridKeywordFloor: null,
   hybridVectorFloor: null,
   hybridTemporalBoost: null,
+  hybridPrfWeight: null,
 });
 
 /** API field → stored settings key (the original's keys). */
@@ -113,6 +116,7 @@ export const SETTING_KEYS: Record<keyof MemorySettings, string> = {
   hybridKeywordFloor: 'memoryHybridKeywordFloor',
   hybridVectorFloor: 'memoryHybridVectorFloor',
   hybridTemporalBoost: 'memoryHybridTemporalBoost',
+  hybridPrfWeight: 'memoryHybridPrfWeight',
 };
 
 const isBool = (v: unknown): v is boolean => typeof v === 'boolean';
@@ -167,6 +171,7 @@ export function normalizeMemorySettings(raw: Record<string, unknown>): MemorySet
     hybridKeywordFloor: floorOrNull(g('hybridKeywordFloor')),
     hybridVectorFloor: floorOrNull(g('hybridVectorFloor')),
     hybridTemporalBoost: floorOrNull(g('hybridTemporalBoost')),
+    hybridPrfWeight: floorOrNull(g('hybridPrfWeight')),
   };
 }
 
@@ -212,6 +217,7 @@ export const memorySettingsUpdateSchema = z.strictObject({
   hybridKeywordFloor: scoreFloor.nullable().optional(),
   hybridVectorFloor: scoreFloor.nullable().optional(),
   hybridTemporalBoost: scoreFloor.nullable().optional(),
+  hybridPrfWeight: scoreFloor.nullable().optional(),
 }).refine((b) => !(b.hybridFtsWeight === 0 && b.hybridVectorWeight === 0), {
   message: 'hybridFtsWeight and hybridVectorWeight cannot both be 0 (nothing would be ranked)',
   path: ['hybridVectorWeight'],

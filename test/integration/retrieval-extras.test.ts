@@ -36,6 +36,11 @@ describe('retrieval extras (issue #10 item 4)', () => {
     m('T', 'painting', 'Maya: finally painted our kitchen dark green over that long weekend at home');
     m('T', 'storm', 'the storm kept us inside');
     for (let i = 0; i < 120; i++) m('T', `other${i}`, `Maya: ok ${i}`, { date: '2021-03-01' });
+    // P: the answer shares no word with the question but several with the rows that match it.
+    m('P', 'plan', 'marathon plan: intervals every tuesday, long run sunday');
+    m('P', 'plan2', 'marathon intervals again, legs heavy');
+    m('P', 'target', 'intervals felt brutal on that track');
+    for (let i = 0; i < 5; i++) m('P', `noise${i}`, `the storm ${i}`);
     t.ctx.db.db.prepare("UPDATE memories SET created_at = '2021-12-20T10:00:00.000Z' WHERE key = 'painting'").run();
     t.ctx.settings.updateMemory({ embeddingSource: 'static', staticEnabled: true });
     await t.ctx.queues.enqueue('reindex', { force: false, trigger: 'api' });
@@ -99,12 +104,28 @@ describe('retrieval extras (issue #10 item 4)', () => {
     expect((await request(t.app).put('/api/settings/memory').set(t.auth).send({ hybridTemporalBoost: null })).status).toBe(200);
   });
 
+  it('PRF (RM3): expansion terms from the top keyword hits bring in a row that shares no word with the question', async () => {
+    const q = { query: 'the marathon', apiKeyId: 'P' };
+    const def = await keys(q);
+    expect(def.slice(0, 2).sort()).toEqual(['plan', 'plan2']);
+    expect(def).not.toContain('target');
+    const prf = await keys({ ...q, prfWeight: 1 });
+    expect(prf.slice(0, 2).sort()).toEqual(['plan', 'plan2']);
+    expect(prf).toContain('target');
+    expect(prf[2]).toBe('target');
+    expect((await request(t.app).put('/api/settings/memory').set(t.auth).send({ hybridPrfWeight: 1 })).body).toMatchObject({ hybridPrfWeight: 1 });
+    expect(await keys(q)).toEqual(prf);
+    expect((await request(t.app).put('/api/settings/memory').set(t.auth).send({ hybridPrfWeight: null })).status).toBe(200);
+    expect(await keys(q)).toEqual(def);
+  });
+
   it('settings and preview overrides are validated: 400 with the zod path, nothing stored', async () => {
     const before = JSON.stringify(t.ctx.settings.raw());
     for (const [body, where] of [
       [{ hybridKeywordFloor: 1.5 }, 'body.hybridKeywordFloor'],
       [{ hybridVectorFloor: -0.1 }, 'body.hybridVectorFloor'],
       [{ hybridTemporalBoost: 'high' }, 'body.hybridTemporalBoost'],
+      [{ hybridPrfWeight: 2 }, 'body.hybridPrfWeight'],
     ] as const) {
       const r = await request(t.app).put('/api/settings/memory').set(t.auth).send(body);
       expect({ body, status: r.status }).toEqual({ body, status: 400 });
@@ -115,6 +136,7 @@ describe('retrieval extras (issue #10 item 4)', () => {
       [{ keywordFloor: 2 }, 'body.keywordFloor'],
       [{ vectorFloor: '0.5' }, 'body.vectorFloor'],
       [{ temporalBoost: -1 }, 'body.temporalBoost'],
+      [{ prfWeight: true }, 'body.prfWeight'],
     ] as const) {
       const r = await request(t.app).post('/api/memory/retrieve-preview').set(t.auth).send({ query: 'kitten', ...body });
       expect({ body, status: r.status }).toEqual({ body, status: 400 });

@@ -77,6 +77,7 @@ export const previewBody = z
     keywordFloor: scoreFloor.nullable().optional(),
     vectorFloor: scoreFloor.nullable().optional(),
     temporalBoost: scoreFloor.nullable().optional(),
+    prfWeight: scoreFloor.nullable().optional(),
   })
   .refine((b) => !(b.ftsWeight === 0 && b.vectorWeight === 0), {
     message: 'ftsWeight and vectorWeight cannot both be 0 (nothing would be ranked)',
