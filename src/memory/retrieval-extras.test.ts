@@ -12,6 +12,9 @@ describe('applyScoreFloor', () => {
     expect(applyScoreFloor(hits, 0.25).map((h) => h.id)).toEqual(['a', 'b']);
     expect(applyScoreFloor(hits, 0.95)).toEqual([]);
   });
+  it('exempt ids stay whatever their score', () => {
+    expect(applyScoreFloor(hits, 0.5, new Set(['c'])).map((h) => h.id)).toEqual(['a', 'c']);
+  });
   it('null or 0 leaves the list as it is (NaN included)', () => {
     expect(applyScoreFloor(hits, null)).toBe(hits);
     expect(applyScoreFloor(hits, 0)).toBe(hits);

@@ -35,11 +35,12 @@ export function extrasFor(
 /**
  * Drops the hits whose normalised score is below `floor` (null or ≤ 0: the list unchanged). A
  * keyword list of name-only matches (each scoring a small share of the query's idf mass) then
- * leaves room for vector-only hits instead of sitting above them in the fusion.
+ * leaves room for vector-only hits instead of sitting above them in the fusion. Ids in `exempt` stay
+ * whatever their score (a temporal question's dated rows: the date is the evidence, not the words).
  */
-export function applyScoreFloor<Id extends string | number>(hits: NormalisedHit<Id>[], floor: number | null): NormalisedHit<Id>[] {
+export function applyScoreFloor<Id extends string | number>(hits: NormalisedHit<Id>[], floor: number | null, exempt?: ReadonlySet<Id>): NormalisedHit<Id>[] {
   if (floor === null || !(floor > 0)) return hits;
-  return hits.filter((h) => Number.isFinite(h.score) && h.score >= floor);
+  return hits.filter((h) => exempt?.has(h.id) || (Number.isFinite(h.score) && h.score >= floor));
 }
 
 /** A half-open window of calendar days, UTC: `from` ≤ day < `to`, both `YYYY-MM-DD`. */

@@ -12,7 +12,7 @@ import type { Reranker } from './rerank';
 import type { FusionChoice, RetrievalResolution, RetrievalResult, RetrievalStrategy, RetrievedItem, RetrieveMode, RetrieveOptions, Retriever } from './retrieval.types';
 import { bm25QueryScale, convexFuse, fts5Idf, minMaxNormalise, ftsQueryTerms, getRelevanceScore, rrfFuse, selectWithinBudget, truncateToTokens, type FusedHit } from './retrieval-scoring';
 import type { QdrantSettingsService } from './qdrant-settings';
-import { applyScoreFloor, boostInWindow, dateWindowOf, expansionTerms, extrasFor, memoryDay, mergeById, relevanceModel, PRF_FEEDBACK_DOCS, type DateWindow, type RetrievalExtras } from './retrieval-extras';
+import { applyScoreFloor, boostInWindow, dateWindowOf, expansionTerms, extrasFor, inWindow, memoryDay, mergeById, relevanceModel, PRF_FEEDBACK_DOCS, type DateWindow, type RetrievalExtras } from './retrieval-extras';
 import { RetrievalExtrasRepository } from './retrieval-extras.repository';
 import type { MemorySettings, SettingsService } from './settings';
 import { estimateTokens } from './tokens';
@@ -364,7 +364,7 @@ export class RetrievalService implements Retriever {
         [
           // Issue #10 item 4: optional relevance floors and RM3 expansion list (retrieval-extras.ts; off by default).
           applyScoreFloor(minMaxNormalise(hits), extras.vectorFloor),
-          applyScoreFloor(kwList, extras.keywordFloor),
+          applyScoreFloor(kwList, extras.keywordFloor, window ? new Set(kw.filter((c) => inWindow(window, memoryDay(c.record.metadata, c.record.createdAt))).map((c) => c.record.id)) : undefined),
           extras.prfWeight ? this.expansionList(kw, kwList, terms, filter) : [],
         ],
         [fusion.vectorWeight, fusion.ftsWeight, fusion.ftsWeight * (extras.prfWeight ?? 0)],

@@ -97,6 +97,8 @@ describe('retrieval extras (issue #10 item 4)', () => {
     // metadata.date and (without one) created_at both place a memory in the window.
     expect(boosted.slice(0, 2).sort()).toEqual(['painting', 'skiing']);
     // No window in the question: the boost changes nothing.
+    // A keyword floor does not drop the window's rows (their words are weak, their date is the evidence).
+    expect((await keys({ ...q, temporalBoost: 0.5, keywordFloor: 0.9 })).slice(0, 2).sort()).toEqual(['painting', 'skiing']);
     const noDate = { query: 'What did Maya do with the family?', apiKeyId: 'T' };
     expect(await keys({ ...noDate, temporalBoost: 0.5 })).toEqual(await keys(noDate));
     expect((await request(t.app).put('/api/settings/memory').set(t.auth).send({ hybridTemporalBoost: 0.5 })).status).toBe(200);
