@@ -97,8 +97,11 @@ describe('mergeById', () => {
 });
 
 describe('extras settings', () => {
-  it('are off by default and validated 0–1 (null switches one off)', () => {
-    expect(extrasFor(DEFAULT_MEMORY_SETTINGS)).toEqual({ keywordFloor: null, vectorFloor: null, temporalBoost: null, prfWeight: null });
+  it('default: keyword floor 0.1 and temporal boost 0.3 on (they won on every set), the rest off; validated 0–1', () => {
+    expect(extrasFor(DEFAULT_MEMORY_SETTINGS)).toEqual({ keywordFloor: 0.1, vectorFloor: null, temporalBoost: 0.3, prfWeight: null });
+    expect(extrasFor(normalizeMemorySettings({}))).toEqual({ keywordFloor: 0.1, vectorFloor: null, temporalBoost: 0.3, prfWeight: null });
+    // A stored null switches a default-on extra off.
+    expect(extrasFor(normalizeMemorySettings({ memoryHybridKeywordFloor: null, memoryHybridTemporalBoost: null }))).toEqual({ keywordFloor: null, vectorFloor: null, temporalBoost: null, prfWeight: null });
     expect(memorySettingsUpdateSchema.safeParse({ hybridKeywordFloor: 0.3, hybridVectorFloor: null, hybridTemporalBoost: 1 }).success).toBe(true);
     const bad = memorySettingsUpdateSchema.safeParse({ hybridKeywordFloor: 1.5 });
     expect(bad.success).toBe(false);
@@ -106,6 +109,7 @@ describe('extras settings', () => {
     expect(memorySettingsUpdateSchema.safeParse({ hybridTemporalBoost: -0.1 }).success).toBe(false);
   });
   it('stored values out of range read as off; a call override (even null) beats the settings', () => {
+    // (out of range = a hand-edited database; the API refuses them)
     const s = normalizeMemorySettings({ memoryHybridKeywordFloor: 0.3, memoryHybridVectorFloor: 7, memoryHybridTemporalBoost: 'x' });
     expect(extrasFor(s)).toEqual({ keywordFloor: 0.3, vectorFloor: null, temporalBoost: null, prfWeight: null });
     expect(extrasFor(s, { keywordFloor: null, temporalBoost: 0.2, prfWeight: 0.5 })).toEqual({ keywordFloor: null, vectorFloor: null, temporalBoost: 0.2, prfWeight: 0.5 });

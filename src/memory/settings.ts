@@ -39,11 +39,11 @@ export interface MemorySettings {
   hybridFtsWeight: number | null;
   /** Vector tier's weight in the fusion; null = the fusion's default (rrf: env MEMORY_RRF_VECTOR_WEIGHT). */
   hybridVectorWeight: number | null;
-  /** Issue #10 item 4 (convex only): keyword candidates whose bm25 ÷ Σ idf is below this drop out; null = off. */
+  /** Issue #10 item 4 (convex only): keyword candidates whose bm25 ÷ Σ idf is below this drop out; null = off (default 0.1). */
   hybridKeywordFloor: number | null;
   /** Issue #10 item 4 (convex only): vector hits whose min-max normalised cosine is below this drop out; null = off. */
   hybridVectorFloor: number | null;
-  /** Issue #10 item 4: added to the fused score of memories dated inside the window a question names ("in May 2023"); null = off. */
+  /** Issue #10 item 4: added to the fused score of memories dated inside the window a question names ("in May 2023"); null = off (default 0.3). */
   hybridTemporalBoost: number | null;
   /** Issue #10 item 4 (convex only): weight (× the keyword weight) of an RM3 expansion from the top keyword hits; null = off. */
   hybridPrfWeight: number | null;
@@ -80,9 +80,10 @@ export const DEFAULT_MEMORY_SETTINGS: Readonly<MemorySettings> = Object.freeze({
   hybridFusion: 'convex',
   hybridFtsWeight: null,
   hybridVectorWeight: null,
-  hybridKeywordFloor: null,
+  // Issue #10 item 4: on by default, the pair that won on every labelled set (bench/README.md, "Issue #10 item 4").
+  hybridKeywordFloor: 0.1,
   hybridVectorFloor: null,
-  hybridTemporalBoost: null,
+  hybridTemporalBoost: 0.3,
   hybridPrfWeight: null,
 });
 
@@ -168,10 +169,11 @@ export function normalizeMemorySettings(raw: Record<string, unknown>): MemorySet
     hybridFusion: oneOf(g('hybridFusion'), HYBRID_FUSIONS, d.hybridFusion),
     hybridFtsWeight: weightOrNull(g('hybridFtsWeight')),
     hybridVectorWeight: weightOrNull(g('hybridVectorWeight')),
-    hybridKeywordFloor: floorOrNull(g('hybridKeywordFloor')),
-    hybridVectorFloor: floorOrNull(g('hybridVectorFloor')),
-    hybridTemporalBoost: floorOrNull(g('hybridTemporalBoost')),
-    hybridPrfWeight: floorOrNull(g('hybridPrfWeight')),
+    // Never stored → the default; stored null → off.
+    hybridKeywordFloor: g('hybridKeywordFloor') === undefined ? d.hybridKeywordFloor : floorOrNull(g('hybridKeywordFloor')),
+    hybridVectorFloor: g('hybridVectorFloor') === undefined ? d.hybridVectorFloor : floorOrNull(g('hybridVectorFloor')),
+    hybridTemporalBoost: g('hybridTemporalBoost') === undefined ? d.hybridTemporalBoost : floorOrNull(g('hybridTemporalBoost')),
+    hybridPrfWeight: g('hybridPrfWeight') === undefined ? d.hybridPrfWeight : floorOrNull(g('hybridPrfWeight')),
   };
 }
 

@@ -1,7 +1,7 @@
 /**
- * Issue #10 item 4: the hybrid extras (keyword floor, vector floor, temporal boost) change the
- * ranking through the real RetrievalService and the real routes, each off by default, each a
- * validated setting and a retrieve-preview override.
+ * Issue #10 item 4: the hybrid extras (keyword floor, vector floor, RM3 feedback, temporal boost)
+ * change the ranking through the real RetrievalService and the real routes, each a validated
+ * setting and a retrieve-preview override (keyword floor 0.1 and temporal boost 0.3 on by default).
  */
 import path from 'node:path';
 import request from 'supertest';
@@ -88,12 +88,14 @@ describe('retrieval extras (issue #10 item 4)', () => {
 
   it('temporal boost: a question naming a month brings that month\'s memories up, even beyond the keyword top 100', async () => {
     const q = { query: 'What did Maya do with the family in December 2021?', apiKeyId: 'T' };
-    const def = await keys(q);
+    const def = await keys({ ...q, temporalBoost: null });
     // 120 short "Maya: ok" rows (metadata dated March 2021: "2021" matches too) beat both long December rows on
     // bm25; neither is among the keyword tier's 100.
     expect(def).not.toContain('skiing');
     expect(def).not.toContain('painting');
     const boosted = await keys({ ...q, temporalBoost: 0.5 });
+    // On by default (0.3).
+    expect((await keys(q)).slice(0, 2).sort()).toEqual(['painting', 'skiing']);
     // metadata.date and (without one) created_at both place a memory in the window.
     expect(boosted.slice(0, 2).sort()).toEqual(['painting', 'skiing']);
     // No window in the question: the boost changes nothing.
@@ -104,6 +106,7 @@ describe('retrieval extras (issue #10 item 4)', () => {
     expect((await request(t.app).put('/api/settings/memory').set(t.auth).send({ hybridTemporalBoost: 0.5 })).status).toBe(200);
     expect((await keys(q)).slice(0, 2).sort()).toEqual(['painting', 'skiing']);
     expect((await request(t.app).put('/api/settings/memory').set(t.auth).send({ hybridTemporalBoost: null })).status).toBe(200);
+    expect(await keys(q)).toEqual(def);
   });
 
   it('PRF (RM3): expansion terms from the top keyword hits bring in a row that shares no word with the question', async () => {
