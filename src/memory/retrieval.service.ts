@@ -351,7 +351,7 @@ export class RetrievalService implements Retriever {
    * the k-th hit) never gets.
    */
   private hybrid(hits: { id: string; score: number }[], filter: CandidateFilter, query: string, fusion: FusionChoice, extras: RetrievalExtras) {
-    // Issue #10 item 4: a temporal question also draws the keyword matches dated in its window (off by default).
+    // Issue #10 item 4: a temporal question also draws the keyword matches dated in its window (setting hybridTemporalBoost).
     const window = extras.temporalBoost ? dateWindowOf(query, new Date(filter.nowIso)) : null;
     const kw = window ? mergeById(this.keyword(filter, query), this.keywordInWindow(filter, query, window), (c) => c.record.id) : this.keyword(filter, query);
     let fused: FusedHit<string>[];
@@ -362,7 +362,7 @@ export class RetrievalService implements Retriever {
       const kwList = kw.map((c) => ({ id: c.record.id, score: scale > 0 ? -c.bm25 / scale : 0 }));
       fused = convexFuse<string>(
         [
-          // Issue #10 item 4: optional relevance floors and RM3 expansion list (retrieval-extras.ts; off by default).
+          // Issue #10 item 4: relevance floors and the RM3 expansion list, each a setting (retrieval-extras.ts).
           applyScoreFloor(minMaxNormalise(hits), extras.vectorFloor),
           applyScoreFloor(kwList, extras.keywordFloor, window ? new Set(kw.filter((c) => inWindow(window, memoryDay(c.record.metadata, c.record.createdAt))).map((c) => c.record.id)) : undefined),
           extras.prfWeight ? this.expansionList(kw, kwList, terms, filter) : [],
