@@ -10,8 +10,10 @@ import { VectorUnavailableError } from '../vector/types';
 import type { VectorStore } from '../vector/types';
 import type { Reranker } from './rerank';
 import type { FusionChoice, RetrievalResolution, RetrievalResult, RetrievalStrategy, RetrievedItem, RetrieveMode, RetrieveOptions, Retriever } from './retrieval.types';
-import { bm25QueryScale, convexFuse, minMaxNormalise, ftsQueryTerms, getRelevanceScore, rrfFuse, selectWithinBudget, truncateToTokens, type FusedHit } from './retrieval-scoring';
+import { bm25QueryScale, convexFuse, fts5Idf, minMaxNormalise, ftsQueryTerms, getRelevanceScore, rrfFuse, selectWithinBudget, truncateToTokens, type FusedHit } from './retrieval-scoring';
 import type { QdrantSettingsService } from './qdrant-settings';
+import { applyScoreFloor, boostInWindow, dateWindowOf, expansionTerms, extrasFor, inWindow, memoryDay, mergeById, relevanceModel, PRF_FEEDBACK_DOCS, type DateWindow, type RetrievalExtras } from './retrieval-extras';
+import { RetrievalExtrasRepository } from './retrieval-extras.repository';
 import type { MemorySettings, SettingsService } from './settings';
 import { estimateTokens } from './tokens';
 import { toPublic, type MemoryRecord } from './types';
@@ -90,12 +92,14 @@ type VectorOutcome = { hits: { id: string; score: number }[]; reason: null; stor
  */
 export class RetrievalService implements Retriever {
   private readonly repo: RetrievalRepository;
+  private readonly extrasRepo: RetrievalExtrasRepository;
   private readonly access: AccessRecorder | null;
   /** Qdrant searches that fell back to sqlite-vec, by reason (engram_retrieval_qdrant_fallback_total). */
   readonly qdrantFallbacks = new Map<QdrantFallbackLabel, number>();
 
   constructor(private readonly d: RetrievalDeps) {
     this.repo = new RetrievalRepository(d.db);
+    this.extrasRepo = new RetrievalExtrasRepository(d.db);
     this.access = d.access ?? (d.queues ? new AccessRecorder({ queues: d.queues, log: d.log }) : null);
   }
 
@@ -150,7 +154,7 @@ export class RetrievalService implements Retriever {
         ranked = this.semantic(vec.hits, filter, query);
       } else {
         resolution.fusion = this.fusionFor(settings, opts.fusion);
-        ranked = this.hybrid(vec.hits, filter, query, resolution.fusion);
+        ranked = this.hybrid(vec.hits, filter, query, resolution.fusion, extrasFor(settings, opts.extras));
       }
     }
 
@@ -347,16 +351,24 @@ export class RetrievalService implements Retriever {
    * cosine would hand every vector hit a bonus a keyword-only candidate (its cosine unknown, below
    * the k-th hit) never gets.
    */
-  private hybrid(hits: { id: string; score: number }[], filter: CandidateFilter, query: string, fusion: FusionChoice) {
-    const kw = this.keyword(filter, query);
+  private hybrid(hits: { id: string; score: number }[], filter: CandidateFilter, query: string, fusion: FusionChoice, extras: RetrievalExtras) {
+    // Issue #10 item 4: a temporal question also draws the keyword matches dated in its window (setting hybridTemporalBoost).
+    const window = extras.temporalBoost ? dateWindowOf(query, new Date(filter.nowIso)) : null;
+    const kw = window ? mergeById(this.keyword(filter, query), this.keywordInWindow(filter, query, window), (c) => c.record.id) : this.keyword(filter, query);
     let fused: FusedHit<string>[];
     if (fusion.method === 'convex') {
       const terms = ftsQueryTerms(query);
       const stats = kw.length ? this.repo.termStats(terms) : { rows: 0, docFreqs: [] };
       const scale = kw.length ? bm25QueryScale(stats.rows, stats.docFreqs) : 1;
+      const kwList = kw.map((c) => ({ id: c.record.id, score: scale > 0 ? -c.bm25 / scale : 0 }));
       fused = convexFuse<string>(
-        [minMaxNormalise(hits), kw.map((c) => ({ id: c.record.id, score: scale > 0 ? -c.bm25 / scale : 0 }))],
-        [fusion.vectorWeight, fusion.ftsWeight],
+        [
+          // Issue #10 item 4: relevance floors and the RM3 expansion list, each a setting (retrieval-extras.ts).
+          applyScoreFloor(minMaxNormalise(hits), extras.vectorFloor),
+          applyScoreFloor(kwList, extras.keywordFloor, window ? new Set(kw.filter((c) => inWindow(window, memoryDay(c.record.metadata, c.record.createdAt))).map((c) => c.record.id)) : undefined),
+          extras.prfWeight ? this.expansionList(kw, kwList, terms, filter) : [],
+        ],
+        [fusion.vectorWeight, fusion.ftsWeight, fusion.ftsWeight * (extras.prfWeight ?? 0)],
       );
     } else {
       fused = rrfFuse<string>(
@@ -369,7 +381,7 @@ export class RetrievalService implements Retriever {
     const kwById = new Map(kw.map((c) => [c.record.id, c]));
     const missing = fused.filter((f) => !kwById.has(f.id)).map((f) => f.id);
     const records = new Map(this.repo.byIds(missing).map((r) => [r.id, r]));
-    return fused
+    const out = fused
       .map((f) => {
         const record = kwById.get(f.id)?.record ?? records.get(f.id);
         if (!record) return null;
@@ -380,6 +392,30 @@ export class RetrievalService implements Retriever {
         };
       })
       .filter((x): x is NonNullable<typeof x> => x !== null);
+    // Issue #10 item 4: the window's memories move up by the boost (retrieval-extras.ts).
+    return boostInWindow(out, (x) => memoryDay(x.c.record.metadata, x.c.record.createdAt), window, extras.temporalBoost);
+  }
+
+  /** Issue #10 item 4: RM3 — the keyword matches of the top keyword hits' expansion terms, bm25 ÷ their own Σ idf. */
+  private expansionList(kw: KeywordCandidate[], kwList: { id: string; score: number }[], terms: string[], filter: CandidateFilter) {
+    const feedback = kw.slice(0, PRF_FEEDBACK_DOCS).map((c, i) => ({ text: c.record.content, weight: kwList[i].score }));
+    const model = relevanceModel(feedback, new Set(terms));
+    if (model.length === 0) return [];
+    const stats = this.repo.termStats(model.map((m) => m.term));
+    const idf = new Map(model.map((m, i) => [m.term, fts5Idf(stats.rows, stats.docFreqs[i])]));
+    const exp = expansionTerms(model, (t) => idf.get(t) ?? 0);
+    if (exp.length === 0) return [];
+    const scale = exp.reduce((a, t) => a + (idf.get(t) ?? 0), 0);
+    return this.repo.fts(exp.map((t) => `"${t}"`).join(' OR '), filter, FTS_LIMIT).map((r) => ({ id: r.record.id, score: scale > 0 ? -r.bm25 / scale : 0 }));
+  }
+
+  /** Issue #10 item 4: keyword candidates dated inside a temporal question's window. */
+  private keywordInWindow(filter: CandidateFilter, query: string, window: DateWindow): KeywordCandidate[] {
+    const terms = ftsQueryTerms(query);
+    if (terms.length === 0) return [];
+    return this.extrasRepo
+      .ftsInWindow(terms.map((t) => `"${t}"`).join(' OR '), filter, window, FTS_LIMIT)
+      .map(({ record, bm25 }) => ({ record, vecScore: null, ftsScore: Math.round(-bm25 * 1e4) / 1e4, relevance: relevanceOf(record, query), bm25 }));
   }
 }
 

@@ -1,5 +1,6 @@
 import type { HybridFusion } from './settings';
 import type { Memory } from './types';
+import type { RetrievalExtras } from './retrieval-extras';
 
 /** Retrieval strategies (settings' `recent` maps to `exact`). */
 export type RetrievalStrategy = 'exact' | 'semantic' | 'hybrid';
@@ -29,6 +30,8 @@ export interface RetrieveOptions {
   limit?: number;
   /** Overrides of the settings' fusion for this call (retrieve-preview); unset fields come from settings. */
   fusion?: Partial<FusionChoice>;
+  /** Overrides of the settings' item-4 extras for this call (retrieve-preview; retrieval-extras.ts). */
+  extras?: Partial<RetrievalExtras>;
 }
 
 export interface RetrievedItem {

@@ -39,6 +39,14 @@ export interface MemorySettings {
   hybridFtsWeight: number | null;
   /** Vector tier's weight in the fusion; null = the fusion's default (rrf: env MEMORY_RRF_VECTOR_WEIGHT). */
   hybridVectorWeight: number | null;
+  /** Issue #10 item 4 (convex only): keyword candidates whose bm25 ÷ Σ idf is below this drop out; null = off (default 0.1). */
+  hybridKeywordFloor: number | null;
+  /** Issue #10 item 4 (convex only): vector hits whose min-max normalised cosine is below this drop out; null = off. */
+  hybridVectorFloor: number | null;
+  /** Issue #10 item 4: added to the fused score of memories dated inside the window a question names ("in May 2023"); null = off (default 0.3). */
+  hybridTemporalBoost: number | null;
+  /** Issue #10 item 4 (convex only): weight (× the keyword weight) of an RM3 expansion from the top keyword hits; null = off. */
+  hybridPrfWeight: number | null;
 }
 
 export const HYBRID_FUSIONS = ['rrf', 'convex'] as const;
@@ -72,6 +80,11 @@ export const DEFAULT_MEMORY_SETTINGS: Readonly<MemorySettings> = Object.freeze({
   hybridFusion: 'convex',
   hybridFtsWeight: null,
   hybridVectorWeight: null,
+  // Issue #10 item 4: on by default, the pair that won on every labelled set (bench/README.md, "Issue #10 item 4").
+  hybridKeywordFloor: 0.1,
+  hybridVectorFloor: null,
+  hybridTemporalBoost: 0.3,
+  hybridPrfWeight: null,
 });
 
 /** API field → stored settings key (the original's keys). */
@@ -101,6 +114,10 @@ export const SETTING_KEYS: Record<keyof MemorySettings, string> = {
   hybridFusion: 'memoryHybridFusion',
   hybridFtsWeight: 'memoryHybridFtsWeight',
   hybridVectorWeight: 'memoryHybridVectorWeight',
+  hybridKeywordFloor: 'memoryHybridKeywordFloor',
+  hybridVectorFloor: 'memoryHybridVectorFloor',
+  hybridTemporalBoost: 'memoryHybridTemporalBoost',
+  hybridPrfWeight: 'memoryHybridPrfWeight',
 };
 
 const isBool = (v: unknown): v is boolean => typeof v === 'boolean';
@@ -112,6 +129,7 @@ const clampInt = (v: unknown, lo: number, hi: number, def: number) => {
 const nonEmpty = (v: unknown): string | null => (typeof v === 'string' && v.trim() !== '' ? v.trim() : null);
 const weightOrNull = (v: unknown): number | null =>
   typeof v === 'number' && Number.isFinite(v) && v >= 0 && v <= MAX_FUSION_WEIGHT ? v : null;
+const floorOrNull = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) && v >= 0 && v <= 1 ? v : null);
 const oneOf = <T extends string>(v: unknown, allowed: readonly T[], def: T): T =>
   typeof v === 'string' && (allowed as readonly string[]).includes(v) ? (v as T) : def;
 
@@ -151,6 +169,11 @@ export function normalizeMemorySettings(raw: Record<string, unknown>): MemorySet
     hybridFusion: oneOf(g('hybridFusion'), HYBRID_FUSIONS, d.hybridFusion),
     hybridFtsWeight: weightOrNull(g('hybridFtsWeight')),
     hybridVectorWeight: weightOrNull(g('hybridVectorWeight')),
+    // Never stored → the default; stored null → off.
+    hybridKeywordFloor: g('hybridKeywordFloor') === undefined ? d.hybridKeywordFloor : floorOrNull(g('hybridKeywordFloor')),
+    hybridVectorFloor: g('hybridVectorFloor') === undefined ? d.hybridVectorFloor : floorOrNull(g('hybridVectorFloor')),
+    hybridTemporalBoost: g('hybridTemporalBoost') === undefined ? d.hybridTemporalBoost : floorOrNull(g('hybridTemporalBoost')),
+    hybridPrfWeight: g('hybridPrfWeight') === undefined ? d.hybridPrfWeight : floorOrNull(g('hybridPrfWeight')),
   };
 }
 
@@ -162,6 +185,9 @@ const nullableString = z
 
 /** A fusion weight: 0 (the tier does not vote) up to MAX_FUSION_WEIGHT. */
 export const fusionWeight = z.number().min(0).max(MAX_FUSION_WEIGHT);
+
+/** A relevance floor on a normalised score (issue #10 item 4): 0–1. */
+export const scoreFloor = z.number().min(0).max(1);
 
 /** PUT /api/settings/memory body: strict, every field optional (the original's schema, plus Engram's additions). */
 export const memorySettingsUpdateSchema = z.strictObject({
@@ -190,6 +216,10 @@ export const memorySettingsUpdateSchema = z.strictObject({
   hybridFusion: z.enum(HYBRID_FUSIONS).optional(),
   hybridFtsWeight: fusionWeight.nullable().optional(),
   hybridVectorWeight: fusionWeight.nullable().optional(),
+  hybridKeywordFloor: scoreFloor.nullable().optional(),
+  hybridVectorFloor: scoreFloor.nullable().optional(),
+  hybridTemporalBoost: scoreFloor.nullable().optional(),
+  hybridPrfWeight: scoreFloor.nullable().optional(),
 }).refine((b) => !(b.hybridFtsWeight === 0 && b.hybridVectorWeight === 0), {
   message: 'hybridFtsWeight and hybridVectorWeight cannot both be 0 (nothing would be ranked)',
   path: ['hybridVectorWeight'],

@@ -79,6 +79,7 @@ export function memoryRoutes(ctx: ApiContext): Router {
           scope: body.sessionId ? 'session' : 'apiKey',
           limit: body.limit,
           fusion: { method: body.hybridFusion, ftsWeight: body.ftsWeight, vectorWeight: body.vectorWeight },
+          extras: { keywordFloor: body.keywordFloor, vectorFloor: body.vectorFloor, temporalBoost: body.temporalBoost, prfWeight: body.prfWeight },
         },
         { preview: true },
       );

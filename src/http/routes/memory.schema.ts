@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { memoryTypeSchema } from '../../memory/types';
-import { fusionWeight, HYBRID_FUSIONS } from '../../memory/settings';
+import { fusionWeight, HYBRID_FUSIONS, scoreFloor } from '../../memory/settings';
 
 const MAX_CONTENT = 65_536;
 
@@ -73,6 +73,11 @@ export const previewBody = z
     hybridFusion: z.enum(HYBRID_FUSIONS).optional(),
     ftsWeight: fusionWeight.optional(),
     vectorWeight: fusionWeight.optional(),
+    // Issue #10 item 4: try the relevance floors (null = off for this call).
+    keywordFloor: scoreFloor.nullable().optional(),
+    vectorFloor: scoreFloor.nullable().optional(),
+    temporalBoost: scoreFloor.nullable().optional(),
+    prfWeight: scoreFloor.nullable().optional(),
   })
   .refine((b) => !(b.ftsWeight === 0 && b.vectorWeight === 0), {
     message: 'ftsWeight and vectorWeight cannot both be 0 (nothing would be ranked)',
