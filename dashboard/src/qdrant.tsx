@@ -217,12 +217,17 @@ export function QdrantCard({ keys, onChanged }: { keys: KeyInfo[]; onChanged: ()
       if (f.removeKey) patch.apiKey = '';
       else if (f.apiKey) patch.apiKey = f.apiKey;
       const wasEnabled = loaded?.enabled ?? false;
-      const next = await api<QdrantSettings>('PUT', '/api/settings/qdrant', patch);
+      // Turning Qdrant on queues the backfill that builds the index searches use (`backfill`: that job).
+      const next = await api<QdrantSettings & { backfill?: Started | null }>('PUT', '/api/settings/qdrant', patch);
       apply(next);
       setHealth(null);
       const notes = ['Qdrant settings saved.'];
       if (next.enabled && !next.host) notes.push('Enabled, but without a host nothing is written to Qdrant.');
-      else if (next.enabled && !wasEnabled) notes.push('New memories now go to Qdrant as well; run “Backfill existing memories” to copy the ones already stored.');
+      else if (next.enabled && !wasEnabled && next.backfill) {
+        const started = next.backfill;
+        notes.push('New memories now go to Qdrant as well; a backfill copies the ones already stored (progress below). Searches use Qdrant once it completes.');
+        setJobs((j) => ({ ...j, backfill: { jobId: started.jobId, queue: started.queue } }));
+      } else if (next.enabled && !wasEnabled) notes.push('New memories now go to Qdrant as well; run “Backfill existing memories” to copy the ones already stored (searches use Qdrant once it completes).');
       setSaved(notes.join(' '));
       onChanged();
     });

@@ -85,7 +85,7 @@ export class QdrantSyncService {
   }
 
   /** Starts a backfill unless one is live; `existing` tells the caller it was already running. */
-  async requestBackfill(reason: 'api' | 'reindex'): Promise<{ jobId: string; existing: boolean }> {
+  async requestBackfill(reason: 'api' | 'reindex' | 'enable'): Promise<{ jobId: string; existing: boolean }> {
     const live = await this.liveBackfill();
     if (live) return { jobId: live.id, existing: true };
     const r = await this.d.queues.enqueue('qdrant-backfill', { reason });
@@ -109,6 +109,8 @@ export class QdrantSyncService {
     let failed = data.signature === current.signature ? data.failed : 0;
     const total = done + qdrant.remainingAfter(afterRowId);
     await hooks.progress({ phase: 'copying', done, total, failed, afterRowId, collection: current.collection });
+    // Created here, not by the first page: with no memory to copy the alias must still get a collection to name.
+    await qdrant.ensureCollection(current.signature, current.dim);
     for (;;) {
       await hooks.checkpoint();
       const page = await qdrant.backfillPage(current.signature, afterRowId, data.batchSize);

@@ -7,6 +7,7 @@ import { sanitizeEmbeddingMessage } from '../embedding/embedding.service';
 import type { Logger } from '../logger';
 import type { QueueLayer } from '../queue/queues';
 import { VectorUnavailableError } from '../vector/types';
+import { QDRANT_INDEX_PENDING } from '../vector/qdrant.store';
 import type { VectorStore } from '../vector/types';
 import type { Reranker } from './rerank';
 import type { FusionChoice, RetrievalResolution, RetrievalResult, RetrievalStrategy, RetrievedItem, RetrieveMode, RetrieveOptions, Retriever } from './retrieval.types';
@@ -299,6 +300,8 @@ export class RetrievalService implements Retriever {
     } catch (err) {
       if (err instanceof VectorUnavailableError) {
         this.countQdrantFallback(err.reason);
+        // No alias yet (or none behind it): the first backfill has not completed.
+        if (err.reason === 'index_not_built') return { hits: null, reason: QDRANT_INDEX_PENDING };
         return { hits: null, reason: `qdrant unavailable (${err.reason})` };
       }
       this.countQdrantFallback('error');

@@ -138,7 +138,7 @@ export const JOBS = {
   'qdrant-backfill': spec({
     queue: 'reindex',
     schema: z.strictObject({
-      reason: z.enum(['api', 'reindex']).default('api'),
+      reason: z.enum(['api', 'reindex', 'enable']).default('api'),
       batchSize: z.number().int().min(1).max(1000).default(256),
       // The checkpoint (rewritten by the job as it goes): a retry or a restarted worker resumes here.
       afterRowId: z.number().int().min(0).default(0),

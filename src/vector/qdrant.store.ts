@@ -24,6 +24,8 @@ type Api = ReturnType<QdrantClient['api']>;
 export const QDRANT_POINT_KIND = 'engram_memory';
 /** Qdrant searches return at most this many hits (the original clamped to 20). */
 export const QDRANT_MAX_TOP_K = 100;
+/** Why Qdrant does not serve yet before the first backfill completed (no alias): retrieval's fallbackReason and health's reason. */
+export const QDRANT_INDEX_PENDING = 'qdrant index not built yet (backfill pending)';
 /** How long a looked-up alias target is trusted before asking Qdrant again. */
 const ALIAS_CACHE_MS = 2000;
 
@@ -251,8 +253,8 @@ export class QdrantVectorStore implements VectorStore {
 
   /**
    * Creates the collection of `signature` if it does not exist (cosine, measured width, optional
-   * quantization) with its payload indexes; when no alias exists yet, points the alias at it.
-   * Throws on a width mismatch with an existing collection.
+   * quantization) with its payload indexes. It does not touch the alias: searches use a collection
+   * only once a backfill has filled it. Throws on a width mismatch with an existing collection.
    */
   async ensureCollection(signature: string, dim: number): Promise<string> {
     const name = this.collectionFor(signature);
@@ -301,14 +303,8 @@ export class QdrantVectorStore implements VectorStore {
       const width = await this.collectionDim(name);
       if (width !== null && width !== dim) throw new VectorUnavailableError('dimension_mismatch', `Qdrant collection ${name} has ${width} dimensions, the embedding has ${dim}`);
     }
-    if ((await this.aliasTarget(true)) === null) {
-      try {
-        await this.switchAlias(name);
-      } catch (err) {
-        // Another process created the alias first: that is the bootstrap we wanted.
-        if ((await this.aliasTarget(true)) === null) throw err;
-      }
-    }
+    // The alias is never pointed here: only a completed backfill (QdrantSyncService.backfill) switches it,
+    // so a collection that holds the first synced points but not the existing corpus is never searched.
     this.ensured.add(name);
     return name;
   }
@@ -433,7 +429,7 @@ export class QdrantVectorStore implements VectorStore {
     const deadline = performance.now() + cfg.searchTimeoutMs;
     const left = () => Math.max(1, Math.round(deadline - performance.now()));
     const target = await this.aliasTarget(false, { timeoutMs: left(), signal: q.signal });
-    if (!target) throw new VectorUnavailableError('index_not_built', `the Qdrant alias ${cfg.collection} does not exist yet (run a backfill)`);
+    if (!target) throw new VectorUnavailableError('index_not_built', `${QDRANT_INDEX_PENDING}: the alias ${cfg.collection} does not exist yet`);
     if (q.filter.signature !== undefined) {
       const wanted = this.collectionFor(q.filter.signature);
       if (wanted !== target) {
@@ -562,9 +558,9 @@ export class QdrantVectorStore implements VectorStore {
   }
 
   /** The collection sqlite-vec's current signature writes to (null before the first index build). */
-  currentCollection(): { signature: string; collection: string } | null {
+  currentCollection(): { signature: string; collection: string; dim: number } | null {
     const ix = this.sqliteIndex();
-    return ix ? { signature: ix.signature, collection: this.collectionFor(ix.signature) } : null;
+    return ix ? { signature: ix.signature, collection: this.collectionFor(ix.signature), dim: ix.dim } : null;
   }
 
   /** Tenant-scoped test search (settings route): re-checked hits with their payload from Qdrant. */
@@ -647,7 +643,7 @@ export class QdrantVectorStore implements VectorStore {
       base.latencyMs = Math.round((performance.now() - started) * 10) / 10;
       base.reachable = true;
       base.aliasTarget = await this.aliasTarget(true);
-      if (!base.aliasTarget) return { ...base, reason: `the alias ${cfg.collection} does not exist yet (no point written; run a backfill)` };
+      if (!base.aliasTarget) return { ...base, reason: `${QDRANT_INDEX_PENDING}: the alias ${cfg.collection} does not exist yet` };
       base.collectionExists = true;
       base.dimension = await this.collectionDim(base.aliasTarget);
       base.pointCount = await this.count();

@@ -40,6 +40,9 @@ describe('Memory Studio: the Qdrant card against the real Qdrant routes', () => 
   /** Every answer of a Qdrant route the page read (the key must never be in one). */
   const qdrantAnswers: string[] = [];
   const requests: string[] = [];
+  /** Qdrant holds the first points upsert of the backfill queued at enable until this is called. */
+  let releaseUpserts: () => void = () => undefined;
+  let upsertHeld = false;
 
   beforeAll(async () => {
     fs.mkdirSync(SCREENSHOTS, { recursive: true });
@@ -97,6 +100,7 @@ describe('Memory Studio: the Qdrant card against the real Qdrant routes', () => 
   });
 
   afterAll(async () => {
+    releaseUpserts();
     await browser?.close();
     for (const c of children) if (c.proc.exitCode === null) c.proc.kill('SIGTERM');
     await Promise.all(children.map((c) => Promise.race([c.exited, new Promise((r) => setTimeout(r, 10_000))])));
@@ -113,14 +117,22 @@ describe('Memory Studio: the Qdrant card against the real Qdrant routes', () => 
     expect((await call('GET', '/api/settings/qdrant')).body).toMatchObject({ enabled: false, collection: 'engram_memory', hasApiKey: false });
   });
 
-  it('points the settings at Qdrant through the form; the key comes back masked only', async () => {
+  it('points the settings at Qdrant through the form (which queues a backfill); the key comes back masked only', async () => {
+    // The backfill queued at enable is held at its first upsert, so the alias cannot exist before the tests below look.
+    const gate = new Promise<void>((r) => (releaseUpserts = r));
+    fake.beforeAnswer = async (req) => {
+      if (req.method === 'PUT' && /\/points$/.test(req.path)) {
+        upsertHeld = true;
+        await gate;
+      }
+    };
     await card.getByLabel('Use Qdrant as the vector tier').check();
     await card.getByLabel('Host').fill('127.0.0.1');
     await card.getByLabel('Port').fill(String(fake.port));
     await card.getByLabel('Collection (alias)').fill(ALIAS);
     await card.getByLabel('Qdrant API key').fill(QDRANT_KEY);
     await card.getByRole('button', { name: 'Save Qdrant settings' }).click();
-    await card.getByText(/Qdrant settings saved\. New memories now go to Qdrant as well; run “Backfill existing memories”/).waitFor();
+    await card.getByText(/Qdrant settings saved\. New memories now go to Qdrant as well; a backfill copies the ones already stored \(progress below\)\. Searches use Qdrant once it completes\./).waitFor();
     const stored = (await call('GET', '/api/settings/qdrant')).body;
     expect(stored).toMatchObject({ enabled: true, host: '127.0.0.1', port: fake.port, collection: ALIAS, hasApiKey: true, apiKeyMasked: '***9f3a' });
     expect((await call('GET', '/api/settings/memory')).body.vectorStore).toBe('qdrant');
@@ -130,41 +142,32 @@ describe('Memory Studio: the Qdrant card against the real Qdrant routes', () => 
     expect(await page.content()).not.toContain(QDRANT_KEY);
   });
 
-  it('tests the connection: green, with the alias not built yet', async () => {
+  it('tests the connection: reachable, but not serving until the backfill completes (no alias yet)', async () => {
+    await waitUntil(() => upsertHeld, 30_000, 'the backfill queued at enable reached its first upsert');
     await card.getByRole('button', { name: 'Test connection' }).click();
     const status = card.getByRole('status', { name: 'Qdrant connection test' });
     await status.getByText('Connection: ok').waitFor();
     expect(await status.textContent()).toMatch(/Qdrant answered in [\d.]+ ms/);
-    expect(await status.textContent()).toMatch(/Not serving searches yet: the alias studio_e2e does not exist yet/);
+    expect(await status.textContent()).toMatch(/Not serving searches yet: qdrant index not built yet \(backfill pending\): the alias studio_e2e does not exist yet/);
+    expect(fake.aliases.has(ALIAS)).toBe(false);
     // The fake saw the key in its header (and nowhere else).
     expect(fake.requests.some((r) => r.path === '/readyz' && r.apiKey === QDRANT_KEY)).toBe(true);
   });
 
-  it('runs a backfill and follows its progress (job events on the queue the 202 named) to 100 %', async () => {
+  it('follows the backfill queued at enable (job events on its queue) to 100 %; a click meanwhile meets the running one', async () => {
     const seen = new Set<string>();
-    // Qdrant holds the first upsert until the second click has been answered: that click meets a running backfill.
-    let release!: () => void;
-    const gate = new Promise<void>((r) => (release = r));
-    let held = false;
-    fake.beforeAnswer = async (req) => {
-      if (req.method === 'PUT' && /\/points$/.test(req.path)) {
-        held = true;
-        await gate;
-      }
-    };
-    await card.getByRole('button', { name: 'Backfill existing memories' }).click();
+    // Qdrant still holds the enable backfill's first upsert: the click meets a running backfill.
     const bar = card.getByRole('progressbar', { name: 'Backfill progress' });
     try {
-      await waitUntil(() => held, 30_000, 'the backfill’s first upsert reached Qdrant');
       await card.getByRole('button', { name: 'Backfill existing memories' }).click();
       // 409: the card says so and follows the running job instead of failing.
       await card.getByText('A backfill is already running; following it.').waitFor();
       // Nothing written yet: the bar is at 0, or still indeterminate (no value) until the job's first progress event arrives.
       expect([null, '0']).toContain(await bar.getAttribute('value'));
-      expect(requests.filter((r) => r === 'POST /api/memory/qdrant/backfill')).toHaveLength(2);
+      expect(requests.filter((r) => r === 'POST /api/memory/qdrant/backfill')).toHaveLength(1);
     } finally {
       fake.beforeAnswer = null;
-      release();
+      releaseUpserts();
     }
     await waitUntil(
       async () => {
@@ -179,8 +182,8 @@ describe('Memory Studio: the Qdrant card against the real Qdrant routes', () => 
     await card.getByText('Backfill: completed').waitFor();
     await card.getByText(/Finished: 13 of 13 memories copied into studio_e2e_\S+, 0 failed; the alias points there\./).waitFor();
     expect([...seen].every((v) => Number(v) >= 0 && Number(v) <= 100)).toBe(true);
-    expect(await card.getByRole('link', { name: /Open job qdrant-backfill-api-.+ in bull-board/ }).getAttribute('href')).toMatch(/^\/admin\/queues\/queue\/reindex\/qdrant-backfill-api-/);
-    expect(requests.some((r) => /^GET \/api\/jobs\/reindex\/qdrant-backfill-api-[^/]+\/events$/.test(r))).toBe(true);
+    expect(await card.getByRole('link', { name: /Open job qdrant-backfill-enable-.+ in bull-board/ }).getAttribute('href')).toMatch(/^\/admin\/queues\/queue\/reindex\/qdrant-backfill-enable-/);
+    expect(requests.some((r) => /^GET \/api\/jobs\/reindex\/qdrant-backfill-enable-[^/]+\/events$/.test(r))).toBe(true);
     // Every memory is a point behind the alias; the finished job refreshed the shown connection test.
     expect(fake.points(ALIAS)).toHaveLength(13);
     const status = card.getByRole('status', { name: 'Qdrant connection test' });

@@ -83,6 +83,8 @@ describe('Qdrant tier end to end: settings, dual-write jobs, retrieval fallback,
     const on = await request(app).put('/api/settings/qdrant').set(auth).send({ enabled: true, host: fake.url, apiKey: QDRANT_KEY });
     expect(on.status).toBe(200);
     expect(on.body).toMatchObject({ enabled: true, hasApiKey: true, apiKeyMasked: `***${QDRANT_KEY.slice(-4)}` });
+    // Enabling queues the backfill that builds the index searches use (here it finds no vector index yet and skips).
+    expect(on.body.backfill).toEqual({ jobId: expect.stringMatching(/^qdrant-backfill-enable-/), queue: 'reindex' });
     expect(JSON.stringify(on.body)).not.toContain(QDRANT_KEY);
     expect((await request(app).get('/api/settings/memory').set(auth)).body.vectorStore).toBe('qdrant');
     expect(JSON.stringify((await request(app).get('/api/settings/qdrant').set(auth)).body)).not.toContain(QDRANT_KEY);
@@ -99,6 +101,8 @@ describe('Qdrant tier end to end: settings, dual-write jobs, retrieval fallback,
     await request(app).put('/api/settings/qdrant').set(auth).send({ enabled: true, apiKey: QDRANT_KEY }).expect(200);
     await request(app).put('/api/settings/memory').set(auth).send({ embeddingSource: 'static', staticEnabled: true }).expect(200);
     await waitUntil(() => ctx.vectors.stats().signature !== null, 20_000, 'index built');
+    // The reindex that built it queued a backfill; with no memory yet it creates the (empty, hence complete) collection and points the alias.
+    await waitUntil(() => collection() === physicalCollectionName('engram_memory', ctx.vectors.stats().signature!), 20_000, 'alias pointed by the backfill after the first index build');
   });
 
   it('every embed, update and delete reaches Qdrant through qdrant-sync jobs that carry ids only', async () => {

@@ -35,7 +35,13 @@ function setup(fake: FakeQdrant, envOver: Record<string, string> = {}) {
     s.vectors.upsertOne(m.rowId, m.apiKeyId, v, m.contentHash);
     return m;
   };
-  return { s, build, create };
+  /** A completed backfill (QdrantSyncService.backfill): the only way the alias comes to name a collection. */
+  const backfill = () =>
+    new QdrantSyncService({ qdrant: s.qdrant, qdrantSettings: s.qdrantSettings, vectors: s.vectors, queues: undefined as never, log: silentLog() }).backfill(
+      { reason: 'api', batchSize: 100, afterRowId: 0, done: 0, failed: 0, signature: null },
+      { progress: async () => undefined, checkpoint: async () => undefined, saveCursor: async () => undefined },
+    );
+  return { s, build, create, backfill };
 }
 
 const nowIso = () => new Date().toISOString();
@@ -50,15 +56,26 @@ describe('QdrantVectorStore against a fake Qdrant checked with Qdrant\'s OpenAPI
     await fake.close();
   });
 
-  it('creates the collection on first use (cosine, measured width, tenant index with is_tenant) behind the alias', async () => {
-    const { s, build, create } = setup(fake);
+  it('creates the collection on first use (cosine, measured width, tenant index with is_tenant); only a completed backfill puts it behind the alias', async () => {
+    const { s, build, create, backfill } = setup(fake);
     const sig = build('m1');
     const a = create(memoryInput({ apiKeyId: 'tenant-a' }), vec(1, 0, 0, 0));
+    const b = create(memoryInput({ apiKeyId: 'tenant-a' }), vec(0, 1, 0, 0));
     await s.qdrant.syncMemories([a.id]);
     const name = physicalCollectionName('engram_memory', sig);
     expect([...fake.collections.keys()]).toEqual([name]);
+    // One synced memory of an existing corpus: the collection is not searched (no alias) until a backfill completes.
+    expect(fake.aliases.has('engram_memory')).toBe(false);
+    expect(s.qdrant.activeSignature()).toBeNull();
+    await expect(s.qdrant.search({ apiKeyId: 'tenant-a', vector: vec(1, 0, 0, 0), k: 5, filter: { nowIso: nowIso() } })).rejects.toMatchObject({
+      reason: 'index_not_built',
+      message: expect.stringMatching(/^qdrant index not built yet \(backfill pending\)/),
+    });
+    expect(await s.qdrant.details()).toMatchObject({ ok: false, reachable: true, aliasTarget: null, reason: expect.stringMatching(/^qdrant index not built yet \(backfill pending\)/) });
+    expect(await backfill()).toMatchObject({ phase: 'done', done: 2, total: 2, switchedFrom: null });
     expect(fake.aliases.get('engram_memory')).toBe(name);
     expect(s.qdrant.activeSignature()).toBe(sig);
+    expect((await s.qdrant.search({ apiKeyId: 'tenant-a', vector: vec(1, 0, 0, 0), k: 5, filter: { nowIso: nowIso() } })).map((h) => h.id)).toEqual([a.id, b.id]);
     const c = fake.collections.get(name)!;
     expect({ size: c.size, distance: c.distance }).toEqual({ size: DIM, distance: 'Cosine' });
     expect(c.indexes.get('apiKeyId')).toEqual({ type: 'keyword', is_tenant: true });
@@ -66,7 +83,7 @@ describe('QdrantVectorStore against a fake Qdrant checked with Qdrant\'s OpenAPI
     expect(c.indexes.get('sessionId')).toBe('keyword');
     expect(c.indexes.get('kind')).toBe('keyword');
     // The vector is the one sqlite-vec holds, the payload the real memory.
-    const p = fake.points(name)[0]!;
+    const p = fake.points(name).find((x) => x.id === a.rowId)!;
     expect(p.id).toBe(a.rowId);
     expect(p.vector).toEqual([1, 0, 0, 0]);
     expect(p.payload).toMatchObject({ kind: QDRANT_POINT_KIND, memoryId: a.id, apiKeyId: 'tenant-a', type: 'factual', key: a.key, content: a.content, expiresAtUnix: null });
@@ -76,12 +93,13 @@ describe('QdrantVectorStore against a fake Qdrant checked with Qdrant\'s OpenAPI
   });
 
   it("never returns tenant B's point to A, even when it is the nearest; session filter applies", async () => {
-    const { s, build, create } = setup(fake);
+    const { s, build, create, backfill } = setup(fake);
     build('m1');
     const a1 = create(memoryInput({ apiKeyId: 'tenant-a', sessionId: 's1' }), vec(0.8, 0.6, 0, 0));
     const a2 = create(memoryInput({ apiKeyId: 'tenant-a', sessionId: 's2' }), vec(0, 1, 0, 0));
     const b = create(memoryInput({ apiKeyId: 'tenant-b' }), vec(1, 0, 0, 0));
     await s.qdrant.syncMemories([a1.id, a2.id, b.id]);
+    await backfill();
     const hits = await s.qdrant.search({ apiKeyId: 'tenant-a', vector: vec(1, 0, 0, 0), k: 10, filter: { nowIso: nowIso() } });
     expect(hits.map((h) => h.id)).toEqual([a1.id, a2.id]);
     expect(hits[0]!.score).toBeCloseTo(0.8, 5);
@@ -96,13 +114,14 @@ describe('QdrantVectorStore against a fake Qdrant checked with Qdrant\'s OpenAPI
   });
 
   it('expired memories are filtered in Qdrant and re-checked in SQLite; a point whose memory is gone never comes back', async () => {
-    const { s, build, create } = setup(fake);
+    const { s, build, create, backfill } = setup(fake);
     build('m1');
     const soon = new Date(Date.now() + 60_000).toISOString();
     const expiring = create(memoryInput({ apiKeyId: 'tenant-a', expiresAt: soon }), vec(1, 0, 0, 0));
     const stays = create(memoryInput({ apiKeyId: 'tenant-a' }), vec(0.5, 0.5, 0, 0));
     const deleted = create(memoryInput({ apiKeyId: 'tenant-a' }), vec(0.9, 0.1, 0, 0));
     await s.qdrant.syncMemories([expiring.id, stays.id, deleted.id]);
+    await backfill();
     const later = new Date(Date.now() + 120_000).toISOString();
     const before = await s.qdrant.search({ apiKeyId: 'tenant-a', vector: vec(1, 0, 0, 0), k: 10, filter: { nowIso: nowIso() } });
     expect(before.map((h) => h.id)).toEqual([expiring.id, deleted.id, stays.id]);
@@ -118,11 +137,12 @@ describe('QdrantVectorStore against a fake Qdrant checked with Qdrant\'s OpenAPI
   });
 
   it('edit → point updated; delete → point gone; syncs run twice or out of order converge to the same state', async () => {
-    const { s, build, create } = setup(fake);
+    const { s, build, create, backfill } = setup(fake);
     build('m1');
     const m = create(memoryInput({ apiKeyId: 'tenant-a', content: 'first words' }), vec(1, 0, 0, 0));
     const other = create(memoryInput({ apiKeyId: 'tenant-a', content: 'other' }), vec(0, 1, 0, 0));
     await s.qdrant.syncMemories([m.id, other.id]);
+    await backfill();
     const point = () => fake.points('engram_memory').find((p) => p.id === m.rowId);
 
     s.memory.update(m.id, { content: 'second words', metadata: { v: 2 } }, ctx);
@@ -147,10 +167,11 @@ describe('QdrantVectorStore against a fake Qdrant checked with Qdrant\'s OpenAPI
   });
 
   it('two syncs racing (the older one writes last) still leave Qdrant matching SQLite: the last writer re-reads and writes again', async () => {
-    const { s, build, create } = setup(fake);
+    const { s, build, create, backfill } = setup(fake);
     build('m1');
     const m = create(memoryInput({ apiKeyId: 'tenant-a', content: 'old text' }), vec(1, 0, 0, 0));
     await s.qdrant.syncMemories([m.id]);
+    await backfill();
     // Hold the next upsert (the slow, older sync) until a newer edit has been synced.
     let release!: () => void;
     const held = new Promise<void>((r) => (release = r));
@@ -200,15 +221,16 @@ describe('QdrantVectorStore against a fake Qdrant checked with Qdrant\'s OpenAPI
     release();
     await page;
     fake.beforeAnswer = null;
-    expect(fake.points('engram_memory').find((p) => p.id === m.rowId)).toMatchObject({ vector: [1, 0, 0, 0] });
+    expect(fake.points(physicalCollectionName('engram_memory', sig)).find((p) => p.id === m.rowId)).toMatchObject({ vector: [1, 0, 0, 0] });
     s.close();
   });
 
   it('a collection whose width differs from the active embedding makes health fail with a reason that says so; Qdrant refuses wrong-width vectors', async () => {
-    const { s, build, create } = setup(fake);
+    const { s, build, create, backfill } = setup(fake);
     const sig = build('m1');
     const a = create(memoryInput({ apiKeyId: 'tenant-a' }), vec(1, 0, 0, 0));
     await s.qdrant.syncMemories([a.id]);
+    await backfill();
     expect(await s.qdrant.details()).toMatchObject({ ok: true, dimension: DIM, expectedDimension: DIM, pointCount: 1, collectionExists: true });
     // Someone points the alias at an 8-wide collection.
     const headers = { 'content-type': 'application/json', 'api-key': 'qdrant-secret-key-0123456789' };
@@ -234,10 +256,11 @@ describe('QdrantVectorStore against a fake Qdrant checked with Qdrant\'s OpenAPI
   });
 
   it('a hanging Qdrant times out within the search deadline, an abort cancels at once, a down one is unhealthy — always VectorUnavailableError', async () => {
-    const { s, build, create } = setup(fake, { QDRANT_SEARCH_TIMEOUT_MS: '300' });
+    const { s, build, create, backfill } = setup(fake, { QDRANT_SEARCH_TIMEOUT_MS: '300' });
     build('m1');
     const a = create(memoryInput({ apiKeyId: 'tenant-a' }), vec(1, 0, 0, 0));
     await s.qdrant.syncMemories([a.id]);
+    await backfill();
     await s.qdrant.aliasTarget(true);
     fake.mode = 'hang';
     const q = { apiKeyId: 'tenant-a', vector: vec(1, 0, 0, 0), k: 5, filter: { nowIso: nowIso() } };
@@ -262,10 +285,11 @@ describe('QdrantVectorStore against a fake Qdrant checked with Qdrant\'s OpenAPI
 
   it('a search abandoned at its deadline (or aborted) cancels its HTTP request: a slow Qdrant does not pile up open sockets for the client timeout', async () => {
     // The jobs' request timeout is far longer than the search deadline: the abandoned request must not live that long.
-    const { s, build, create } = setup(fake, { QDRANT_SEARCH_TIMEOUT_MS: '200', QDRANT_TIMEOUT_MS: '600000' });
+    const { s, build, create, backfill } = setup(fake, { QDRANT_SEARCH_TIMEOUT_MS: '200', QDRANT_TIMEOUT_MS: '600000' });
     build('m1');
     const a = create(memoryInput({ apiKeyId: 'tenant-a' }), vec(1, 0, 0, 0));
     await s.qdrant.syncMemories([a.id]);
+    await backfill();
     fake.mode = 'hang';
     const q = { apiKeyId: 'tenant-a', vector: vec(1, 0, 0, 0), k: 5, filter: { nowIso: nowIso() } };
     for (let i = 0; i < 6; i++) await expect(s.qdrant.search(q)).rejects.toMatchObject({ reason: 'timeout' });
@@ -307,7 +331,7 @@ describe('QdrantVectorStore against a fake Qdrant checked with Qdrant\'s OpenAPI
 
   it('a Qdrant host name that resolves to a cloud metadata address is refused when connecting (the name passed the static URL check)', async () => {
     const { s, build, create } = setup(fake);
-    build('m1');
+    const sig = build('m1');
     const a = create(memoryInput({ apiKeyId: 'tenant-a' }), vec(1, 0, 0, 0));
     // Names only this test's resolver knows: one for the fake on loopback, one for the metadata service.
     const resolver = async (host: string) => [{ address: host === 'qdrant.example.test' ? '127.0.0.1' : '169.254.169.254', family: 4 }];
@@ -315,7 +339,7 @@ describe('QdrantVectorStore against a fake Qdrant checked with Qdrant\'s OpenAPI
       new QdrantVectorStore(s.db.db, s.vectors, () => ({ ...s.qdrantSettings.config(), url: `http://${host}:${fake.port}` }), { policy: operatorPolicy(resolver) });
     const good = storeFor('qdrant.example.test');
     await good.syncMemories([a.id]);
-    expect(fake.points('engram_memory').map((p) => p.id)).toEqual([a.rowId]);
+    expect(fake.points(physicalCollectionName('engram_memory', sig)).map((p) => p.id)).toEqual([a.rowId]);
     const sent = fake.requests.length;
     const bad = storeFor('metadata.example.test');
     const err = await bad.search({ apiKeyId: 'tenant-a', vector: vec(1, 0, 0, 0), k: 5, filter: { nowIso: nowIso() } }).catch((e: unknown) => e);
@@ -328,7 +352,7 @@ describe('QdrantVectorStore against a fake Qdrant checked with Qdrant\'s OpenAPI
 
   it('an unknown collection is a 404 the store reports as "index not built"; a filter on a key no point has matches nothing', async () => {
     const { s, build } = setup(fake);
-    build('m1');
+    const sig = build('m1');
     await expect(s.qdrant.search({ apiKeyId: 'tenant-a', vector: vec(1, 0, 0, 0), k: 5, filter: { nowIso: nowIso() } })).rejects.toMatchObject({ reason: 'index_not_built' });
     const res = await fetch(`${fake.url}/collections/nope/points/count`, {
       method: 'POST',
@@ -340,7 +364,7 @@ describe('QdrantVectorStore against a fake Qdrant checked with Qdrant\'s OpenAPI
     const a = s.memory.upsertMany([memoryInput({ apiKeyId: 'tenant-a' })], ctx)[0]!.memory;
     s.vectors.upsertOne(a.rowId, a.apiKeyId, vec(1, 0, 0, 0), a.contentHash);
     await s.qdrant.syncMemories([a.id]);
-    const target = fake.aliases.get('engram_memory')!;
+    const target = physicalCollectionName('engram_memory', sig);
     expect(await s.qdrant.countWhere(target, { must: [{ key: 'noSuchKey', match: { value: 'x' } }] })).toBe(0);
     expect(await s.qdrant.countWhere(target, { must_not: [{ key: 'noSuchKey', match: { value: 'x' } }] })).toBe(1);
     s.close();

@@ -26,11 +26,20 @@ export function qdrantSettingsRoutes(ctx: ApiContext): Router {
   r.get('/', handle({}, () => ctx.qdrantSettings.masked()));
   r.put(
     '/',
-    handle({ body: qdrantSettingsUpdateSchema }, ({ body }) => {
+    handle({ body: qdrantSettingsUpdateSchema }, async ({ body }) => {
       const wasSyncing = ctx.qdrantSettings.syncing(true);
       const out = ctx.qdrantSettings.update(body);
-      if (!wasSyncing && ctx.qdrantSettings.syncing(true)) ctx.log.info('qdrant enabled; POST /api/memory/qdrant/backfill copies existing memories');
-      return out;
+      if (wasSyncing || !ctx.qdrantSettings.syncing(true)) return out;
+      // Turned on: searches stay on sqlite-vec until a backfill has copied every memory and pointed the alias.
+      try {
+        const backfill = await ctx.qdrantSync.requestBackfill('enable');
+        ctx.log.info({ jobId: backfill.jobId, existing: backfill.existing }, 'qdrant enabled; backfill queued (Qdrant serves searches once it completes)');
+        return { ...out, backfill: { jobId: backfill.jobId, queue: JOBS['qdrant-backfill'].queue } };
+      } catch (err) {
+        // The settings are saved; POST /api/memory/qdrant/backfill starts it later.
+        ctx.log.warn({ err: { message: (err as Error).message } }, 'qdrant enabled, but its backfill could not be queued');
+        return { ...out, backfill: null };
+      }
     }),
   );
   // Reads only: readyz, alias target, dimension, point count; never creates anything.
