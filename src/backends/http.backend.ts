@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { ChangeContext, ListFilter, Memory, UpdateMemoryInput } from '../memory/types';
-import { checkOutboundUrl, type OutboundPolicy } from '../net/url-policy';
-import { backendFetch, jsonOf, statusError, type OutboundResponse } from './outbound';
+import type { OutboundPolicy } from '../net/url-policy';
+import { backendBaseUrl, backendFetch, jsonOf, statusError, type OutboundResponse } from './outbound';
 import { BackendError, countByType, parseRemoteMemory, type BackendCreateInput, type BackendHealth, type BackendListResult, type BackendSearch, type MemoryBackend } from './types';
 
 const ENDPOINT_NAMES = ['search', 'create', 'list', 'get', 'update', 'delete', 'health'] as const;
@@ -75,10 +75,7 @@ export class HttpBackend implements MemoryBackend {
   ) {
     this.config = httpBackendConfigSchema.parse(config);
     this.displayName = this.config.displayName ?? `HTTP (${id})`;
-    // Checked now (scheme, credentials, literal addresses) and again at connect time for names.
-    const base = checkOutboundUrl(this.config.baseUrl, policy);
-    if (!base.pathname.endsWith('/')) base.pathname += '/';
-    this.base = base;
+    this.base = backendBaseUrl(this.config.baseUrl, policy);
   }
 
   private url(name: EndpointName, pathValues: Record<string, string>, query: Record<string, string | number | undefined>): { method: string; url: URL } {

@@ -1,8 +1,8 @@
 import crypto from 'node:crypto';
 import { z } from 'zod';
 import type { ChangeContext, ListFilter, Memory, UpdateMemoryInput } from '../memory/types';
-import { checkOutboundUrl, type OutboundPolicy } from '../net/url-policy';
-import { backendFetch, jsonOf, statusError, type OutboundResponse } from './outbound';
+import type { OutboundPolicy } from '../net/url-policy';
+import { backendBaseUrl, backendFetch, jsonOf, statusError, type OutboundResponse } from './outbound';
 import { BackendError, countByType, matchesFilter, parseRemoteMemory, type BackendCreateInput, type BackendHealth, type BackendListResult, type BackendSearch, type MemoryBackend } from './types';
 
 /** backendConfigs.notion: an integration token and the database that holds the memories (its properties: see README). */
@@ -53,9 +53,7 @@ export class NotionBackend implements MemoryBackend {
   ) {
     this.cfg = notionConfigSchema.parse(config);
     this.displayName = this.cfg.displayName ?? 'Notion';
-    const base = checkOutboundUrl(this.cfg.baseUrl, policy);
-    if (!base.pathname.endsWith('/')) base.pathname += '/';
-    this.base = base;
+    this.base = backendBaseUrl(this.cfg.baseUrl, policy);
   }
 
   private async call(method: string, path: string, body?: unknown): Promise<OutboundResponse> {

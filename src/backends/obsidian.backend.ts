@@ -2,8 +2,8 @@ import crypto from 'node:crypto';
 import YAML from 'yaml';
 import { z } from 'zod';
 import type { ChangeContext, ListFilter, Memory, UpdateMemoryInput } from '../memory/types';
-import { checkOutboundUrl, type OutboundPolicy } from '../net/url-policy';
-import { backendFetch, jsonOf, statusError, type OutboundResponse } from './outbound';
+import type { OutboundPolicy } from '../net/url-policy';
+import { backendBaseUrl, backendFetch, jsonOf, statusError, type OutboundResponse } from './outbound';
 import { safeFileSegment } from './safe-name';
 import { BackendError, countByType, matchesFilter, parseRemoteMemory, type BackendCreateInput, type BackendHealth, type BackendListResult, type BackendSearch, type MemoryBackend } from './types';
 
@@ -43,9 +43,7 @@ export class ObsidianBackend implements MemoryBackend {
   ) {
     this.cfg = obsidianConfigSchema.parse(config);
     this.displayName = this.cfg.displayName ?? 'Obsidian (Local REST API)';
-    const base = checkOutboundUrl(this.cfg.baseUrl, policy);
-    if (!base.pathname.endsWith('/')) base.pathname += '/';
-    this.base = base;
+    this.base = backendBaseUrl(this.cfg.baseUrl, policy);
   }
 
   /** The vault path of a memory's note. */

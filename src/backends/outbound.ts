@@ -1,5 +1,15 @@
-import { guardedFetch, OutboundUrlError, type OutboundPolicy } from '../net/url-policy';
+import { checkOutboundUrl, guardedFetch, OutboundUrlError, type OutboundPolicy } from '../net/url-policy';
 import { BackendError } from './types';
+
+/**
+ * A backend's base URL, checked now (scheme, credentials, literal addresses; names are checked again
+ * at connect time) and ending in `/` so that relative endpoint paths resolve below it.
+ */
+export function backendBaseUrl(baseUrl: string, policy: OutboundPolicy): URL {
+  const base = checkOutboundUrl(baseUrl, policy);
+  if (!base.pathname.endsWith('/')) base.pathname += '/';
+  return base;
+}
 
 export interface OutboundRequest {
   method: string;
