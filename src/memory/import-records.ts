@@ -1,22 +1,9 @@
 import crypto from 'node:crypto';
 import { z } from 'zod';
-import { MEMORY_TYPES, memoryTypeSchema, type MemoryType } from './types';
+import { MEMORY_TYPES, memoryTypeSchema, type Memory, type MemoryType } from './types';
 
 /** A record as read from a file, before its owner is mapped to an Engram key. */
-export interface SourceRecord {
-  id: string;
-  owner: string;
-  sessionId: string;
-  type: MemoryType;
-  key: string;
-  content: string;
-  metadata: Record<string, unknown>;
-  createdAt: string;
-  updatedAt: string;
-  expiresAt: string | null;
-  accessCount: number;
-  lastAccessedAt: string | null;
-}
+export type SourceRecord = Omit<Memory, 'apiKeyId'> & { owner: string };
 
 /** One record of a file: where it is (line or row number), and either the record or why it cannot be imported. */
 export type SourceItem = { at: number; record: SourceRecord; warnings: string[] } | { at: number; error: string };
