@@ -76,6 +76,6 @@ export function openServices(env: Env, log: Logger, role: RedisRole, opts: { dbF
   const backends = new BackendManager({ memory: storage.memory, settings: storage.settings, queues, policy: outboundPolicyFromEnv(env), log });
   const summarize = new SummarizeService({ ...storage, reindex, log, llm: new LlmSummarizer(env) });
   const exporter = new ExportService(storage.db.file, env.SQLITE_BUSY_TIMEOUT_MS);
-  const importer = new ImportService({ db: storage.db.db, dataDir: env.DATA_DIR, memory: storage.memory, queues, log, maxBytes: env.IMPORT_MAX_BYTES });
+  const importer = new ImportService({ db: storage.db.db, dataDir: env.DATA_DIR, memory: storage.memory, queues, reindex, log, maxBytes: env.IMPORT_MAX_BYTES });
   return { env, log, ...storage, queues, embedding, reindex, qdrantSync, backends, summarize, exporter, importer };
 }

@@ -13,6 +13,7 @@ import type { Logger } from '../logger';
 import type { QueueLayer } from '../queue/queues';
 import { fromOriginalRow, parseNdjsonLine, type OriginalRow, type SourceItem } from './import-records';
 import { ImportRecordError, type MemoryChange, type MemoryService } from './memory.service';
+import type { ReindexService } from './reindex.service';
 
 export type ImportFormat = 'ndjson' | 'sqlite';
 
@@ -78,7 +79,15 @@ export class ImportService {
   private readonly apiKeys: ApiKeyService;
 
   constructor(
-    private readonly d: { db: Db; dataDir: string; memory: MemoryService; queues: QueueLayer; log: Logger; maxBytes: number },
+    private readonly d: {
+      db: Db;
+      dataDir: string;
+      memory: MemoryService;
+      queues: QueueLayer;
+      reindex: Pick<ReindexService, 'enqueueEmbeds'>;
+      log: Logger;
+      maxBytes: number;
+    },
   ) {
     this.apiKeys = new ApiKeyService(d.db);
   }
@@ -254,10 +263,8 @@ export class ImportService {
   }
 
   private async enqueueEmbeds(changes: MemoryChange[]): Promise<number> {
-    const todo = changes.filter((c) => c.contentChanged).map((c) => ({ memoryId: c.memory.id, contentHash: c.memory.contentHash }));
-    if (todo.length === 0) return 0;
     // A failed enqueue leaves needs_reindex set; repair-sweep enqueues those rows later.
-    return this.d.queues.enqueueMany('embed-memory', todo).catch((err) => {
+    return this.d.reindex.enqueueEmbeds(changes, { bulk: true }).catch((err) => {
       this.d.log.warn({ err: { message: (err as Error).message } }, 'could not enqueue embeddings for imported rows; repair-sweep will');
       return 0;
     });

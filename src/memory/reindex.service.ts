@@ -52,11 +52,18 @@ export class ReindexService {
     },
   ) {}
 
-  /** Enqueues `embed-memory` for every change that altered content; returns how many. */
-  async enqueueEmbeds(changes: MemoryChange[]): Promise<number> {
-    const contentChanges = changes.filter((c) => c.contentChanged && (c.op === 'create' || c.op === 'update' || c.op === 'import'));
-    await Promise.all(contentChanges.map((c) => this.d.queues.enqueue('embed-memory', { memoryId: c.memory.id, contentHash: c.memory.contentHash })));
-    return contentChanges.length;
+  /**
+   * Enqueues `embed-memory` for every change that altered content; returns how many. `bulk` adds
+   * them in one round trip (the import job's batches) instead of one job at a time through the
+   * outbox-backed path.
+   */
+  async enqueueEmbeds(changes: MemoryChange[], opts: { bulk?: boolean } = {}): Promise<number> {
+    const inputs = changes
+      .filter((c) => c.contentChanged && (c.op === 'create' || c.op === 'update' || c.op === 'import'))
+      .map((c) => ({ memoryId: c.memory.id, contentHash: c.memory.contentHash }));
+    if (opts.bulk) return this.d.queues.enqueueMany('embed-memory', inputs);
+    await Promise.all(inputs.map((input) => this.d.queues.enqueue('embed-memory', input)));
+    return inputs.length;
   }
 
   /** The reindex job that is waiting or running, if any (null while Redis is unreachable). */
