@@ -91,7 +91,12 @@ export const FTS_STOP_WORDS: ReadonlySet<string> = new Set(
  */
 export function buildFtsQuery(text: unknown, opts: { maxTokens?: number } = {}): string | null {
   const terms = ftsQueryTerms(text, opts);
-  return terms.length ? terms.map((t) => `"${t}"`).join(' OR ') : null;
+  return terms.length ? ftsMatchOf(terms) : null;
+}
+
+/** A MATCH expression of tokens (from ftsQueryTerms or the tokenizer): each quoted, OR-joined. */
+export function ftsMatchOf(terms: readonly string[]): string {
+  return terms.map((t) => `"${t}"`).join(' OR ');
 }
 
 /** The terms buildFtsQuery quotes, in query order (the keyword tier also needs them bare, for their document frequencies). */

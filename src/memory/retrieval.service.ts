@@ -11,7 +11,7 @@ import { QDRANT_INDEX_PENDING } from '../vector/qdrant.store';
 import type { VectorStore } from '../vector/types';
 import type { Reranker } from './rerank';
 import type { FusionChoice, RetrievalResolution, RetrievalResult, RetrievalStrategy, RetrievedItem, RetrieveMode, RetrieveOptions, Retriever } from './retrieval.types';
-import { bm25QueryScale, convexFuse, fts5Idf, minMaxNormalise, ftsQueryTerms, getRelevanceScore, rrfFuse, selectWithinBudget, truncateToTokens, type FusedHit } from './retrieval-scoring';
+import { bm25QueryScale, convexFuse, fts5Idf, ftsMatchOf, minMaxNormalise, ftsQueryTerms, getRelevanceScore, rrfFuse, selectWithinBudget, truncateToTokens, type FusedHit } from './retrieval-scoring';
 import type { QdrantSettingsService } from './qdrant-settings';
 import { applyScoreFloor, boostInWindow, dateWindowOf, expansionTerms, extrasFor, inWindow, memoryDay, mergeById, relevanceModel, PRF_FEEDBACK_DOCS, type DateWindow, type RetrievalExtras } from './retrieval-extras';
 import { RetrievalExtrasRepository } from './retrieval-extras.repository';
@@ -222,7 +222,7 @@ export class RetrievalService implements Retriever {
   private keyword(filter: CandidateFilter, query: string, onlyUnembedded = false, order: 'bm25' | 'newest' = 'bm25'): KeywordCandidate[] {
     const terms = ftsQueryTerms(query);
     if (terms.length === 0) return [];
-    const match = terms.map((t) => `"${t}"`).join(' OR ');
+    const match = ftsMatchOf(terms);
     const out: KeywordCandidate[] = [];
     for (const { record, bm25 } of this.repo.fts(match, filter, FTS_LIMIT, onlyUnembedded, order)) {
       out.push({ record, vecScore: null, ftsScore: Math.round(-bm25 * 1e4) / 1e4, relevance: relevanceOf(record, query), bm25 });
@@ -409,7 +409,7 @@ export class RetrievalService implements Retriever {
     const exp = expansionTerms(model, (t) => idf.get(t) ?? 0);
     if (exp.length === 0) return [];
     const scale = exp.reduce((a, t) => a + (idf.get(t) ?? 0), 0);
-    return this.repo.fts(exp.map((t) => `"${t}"`).join(' OR '), filter, FTS_LIMIT).map((r) => ({ id: r.record.id, score: scale > 0 ? -r.bm25 / scale : 0 }));
+    return this.repo.fts(ftsMatchOf(exp), filter, FTS_LIMIT).map((r) => ({ id: r.record.id, score: scale > 0 ? -r.bm25 / scale : 0 }));
   }
 
   /** Issue #10 item 4: keyword candidates dated inside a temporal question's window. */
@@ -417,7 +417,7 @@ export class RetrievalService implements Retriever {
     const terms = ftsQueryTerms(query);
     if (terms.length === 0) return [];
     return this.extrasRepo
-      .ftsInWindow(terms.map((t) => `"${t}"`).join(' OR '), filter, window, FTS_LIMIT)
+      .ftsInWindow(ftsMatchOf(terms), filter, window, FTS_LIMIT)
       .map(({ record, bm25 }) => ({ record, vecScore: null, ftsScore: Math.round(-bm25 * 1e4) / 1e4, relevance: relevanceOf(record, query), bm25 }));
   }
 }
