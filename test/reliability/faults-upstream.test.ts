@@ -95,7 +95,7 @@ describe('upstream faults: an answer every time, never a hang, nothing partial e
 
   async function api(upstreamUrl: string) {
     const t = buildTestApi(testEnv({ UPSTREAM_BASE_URL: `${upstreamUrl}/v1`, UPSTREAM_API_KEY: 'sk-up', UPSTREAM_TIMEOUT_MS: String(TIMEOUT_MS) }));
-    t.ctx.settings.updateMemory({ enabled: true, strategy: 'keyword', extractFromAssistant: true });
+    t.ctx.settings.updateMemory({ enabled: true, strategy: 'hybrid', extractFromAssistant: true });
     const key = t.ctx.apiKeys.create('faults').key;
     const server = http.createServer(t.app);
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
