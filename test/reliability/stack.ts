@@ -22,6 +22,7 @@ export interface Stack {
   logs(n?: number): string;
   stop(): Promise<void>;
   extra: Record<string, string>;
+  crashWorker(i?: number): Promise<void>;
 }
 
 /** Env strings for quick recovery in fault tests (short stall detection, no periodic jobs unless asked). */
@@ -40,13 +41,14 @@ export async function startStack(env: Env, opts: { upstreamUrl: string; workers?
   const workers = Array.from({ length: opts.workers ?? 1 }, () => spawnEngram('worker', childEnv(env, extra)));
   const base = `http://127.0.0.1:${port}`;
   const mgmt = { authorization: `Bearer ${TEST_TOKEN}`, 'content-type': 'application/json' };
-  const all = [api, ...workers];
-  const logs = (n = 3000) => all.map((c, i) => `--- ${i === 0 ? 'api' : `worker ${i}`} ---\n${c.output().slice(-n)}`).join('\n');
+  // Workers may be replaced (killed and started again): always the current list.
+  const all = () => [api, ...workers];
+  const logs = (n = 3000) => all().map((c, i) => `--- ${i === 0 ? 'api' : `worker ${i}`} ---\n${c.output().slice(-n)}`).join('\n');
   try {
     await waitUntil(async () => (await fetch(`${base}/readyz`).catch(() => null))?.status === 200, 40_000, 'api ready');
     for (const w of workers) await waitUntil(() => w.output().includes('worker ready'), 40_000, 'worker ready');
   } catch (err) {
-    for (const c of all) c.proc.kill('SIGKILL');
+    for (const c of all()) c.proc.kill('SIGKILL');
     throw new Error(`${(err as Error).message}\n${logs()}`);
   }
   const key = (await (await fetch(`${base}/api/keys`, { method: 'POST', headers: mgmt, body: JSON.stringify({ name: 'reliability' }) })).json()) as { id: string; key: string };
@@ -80,12 +82,23 @@ export async function startStack(env: Env, opts: { upstreamUrl: string; workers?
     return { total, contents };
   };
   const stop = async () => {
-    for (const c of all) if (c.proc.exitCode === null && c.proc.signalCode === null) c.proc.kill('SIGTERM');
-    const force = setTimeout(() => all.forEach((c) => c.proc.exitCode === null && c.proc.kill('SIGKILL')), 15_000);
-    await Promise.all(all.map((c) => c.exited));
+    for (const c of all()) if (c.proc.exitCode === null && c.proc.signalCode === null) c.proc.kill('SIGTERM');
+    const force = setTimeout(() => all().forEach((c) => c.proc.exitCode === null && c.proc.kill('SIGKILL')), 15_000);
+    await Promise.all(all().map((c) => c.exited));
     clearTimeout(force);
   };
-  return { base, api, workers, mgmt, key, chat, memories, logs, stop, extra };
+  /** Kills worker `i` with SIGKILL (a crash: no cleanup, locks left in Redis) and starts a fresh one in its place. */
+  const crashWorker = async (i = 0) => {
+    const old = workers[i];
+    old.proc.kill('SIGKILL');
+    await old.exited;
+    const fresh = spawnEngram('worker', childEnv(env, extra));
+    workers[i] = fresh;
+    await waitUntil(() => fresh.output().includes('worker ready'), 40_000, 'restarted worker ready').catch((err: Error) => {
+      throw new Error(`${err.message}\n${fresh.output().slice(-3000)}`);
+    });
+  };
+  return { base, api, workers, mgmt, key, chat, memories, logs, stop, extra, crashWorker };
 }
 
 /** BullMQ job counts of one queue under the env's prefix (a short-lived connection of the test's own). */
