@@ -91,9 +91,16 @@ describe('upstream faults: an answer every time, never a hang, nothing partial e
   jest.setTimeout(120_000);
   let fake: FakeUpstream;
   let raw: Awaited<ReturnType<typeof startRawUpstream>>;
-  const apis: { t: TestApi; server: http.Server; base: string; key: string }[] = [];
+  type Api = { t: TestApi; server: http.Server; base: string; key: string };
+  const apis: Api[] = [];
+  /** One api per upstream URL, made on first use. */
+  const byUpstream = new Map<string, Promise<Api>>();
+  const apiFor = (upstreamUrl: string) => {
+    if (!byUpstream.has(upstreamUrl)) byUpstream.set(upstreamUrl, api(upstreamUrl));
+    return byUpstream.get(upstreamUrl)!;
+  };
 
-  async function api(upstreamUrl: string) {
+  async function api(upstreamUrl: string): Promise<Api> {
     const t = buildTestApi(testEnv({ UPSTREAM_BASE_URL: `${upstreamUrl}/v1`, UPSTREAM_API_KEY: 'sk-up', UPSTREAM_TIMEOUT_MS: String(TIMEOUT_MS) }));
     t.ctx.settings.updateMemory({ enabled: true, strategy: 'hybrid', extractFromAssistant: true });
     const key = t.ctx.apiKeys.create('faults').key;
@@ -132,7 +139,7 @@ describe('upstream faults: an answer every time, never a hang, nothing partial e
   ];
 
   it.each(planned)('fake upstream $name (stream=$stream)', async ({ name, plan, stream, expect: want }) => {
-    const a = apis.find((x) => x.base.length && (x as { kind?: string }).kind === 'fake') ?? Object.assign(await api(fake.url), { kind: 'fake' });
+    const a = await apiFor(fake.url);
     const marker = `m${Math.random().toString(36).slice(2, 10)}`;
     fake.plan(plan);
     const out = await chat(a.base, a.key, `I always remember ${marker} for ${name}.`, stream);
@@ -160,7 +167,7 @@ describe('upstream faults: an answer every time, never a hang, nothing partial e
     { mode: 'garbage' as const, stream: false, status: 502 },
     { mode: 'cut-json' as const, stream: false, status: 200 },
   ])('raw upstream $mode (stream=$stream) → $status, nothing extracted', async ({ mode, stream, status }) => {
-    const a = apis.find((x) => (x as { kind?: string }).kind === 'raw') ?? Object.assign(await api(raw.url), { kind: 'raw' });
+    const a = await apiFor(raw.url);
     raw.mode.v = mode;
     const marker = `m${Math.random().toString(36).slice(2, 10)}`;
     const out = await chat(a.base, a.key, `I always remember ${marker}.`, stream);
