@@ -58,6 +58,18 @@ export function isRedisUnavailable(err: unknown, depth = 0): boolean {
   return isRedisUnavailable(e.cause, depth + 1);
 }
 
+// The disk under DATA_DIR is full (SQLite's SQLITE_FULL, Node's ENOSPC, a quota's EDQUOT): the client is not at
+// fault and retrying at once will not help; 507 says so. SQLite rolls the statement back, so nothing is half-written.
+const STORAGE_FULL_CODES: ReadonlySet<string> = new Set(['SQLITE_FULL', 'ENOSPC', 'EDQUOT']);
+
+/** Whether an error (or its cause) says the disk is full. */
+export function isStorageFull(err: unknown, depth = 0): boolean {
+  if (!err || typeof err !== 'object' || depth > 3) return false;
+  const e = err as { code?: unknown; cause?: unknown };
+  if (typeof e.code === 'string' && STORAGE_FULL_CODES.has(e.code)) return true;
+  return isStorageFull(e.cause, depth + 1);
+}
+
 /** Maps every error to the one shape; never a stack trace, never a secret. */
 export function errorHandler(log: Logger): ErrorRequestHandler {
   return (err, req, res, _next) => {
@@ -87,6 +99,10 @@ export function errorHandler(log: Logger): ErrorRequestHandler {
     if (isRedisUnavailable(err)) {
       log.warn({ requestId: res.locals.requestId, path: req.path, err: { name: (err as Error).name, code: (err as { code?: unknown }).code } }, 'redis unavailable during a request');
       return sendError(res, 503, 'dependency_unavailable', 'Redis is unreachable or not answering; retry shortly');
+    }
+    if (isStorageFull(err)) {
+      log.error({ requestId: res.locals.requestId, path: req.path, err: { code: (err as { code?: unknown }).code } }, 'disk full: write refused');
+      return sendError(res, 507, 'insufficient_storage', 'The server has no disk space left for this write; nothing was changed');
     }
     const busy = (err as { code?: string }).code === 'SQLITE_BUSY';
     log.error({ err, requestId: res.locals.requestId, path: req.path }, 'unhandled error');
