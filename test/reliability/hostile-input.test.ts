@@ -4,8 +4,10 @@
  * content types that are random, schema-shaped then broken, huge, 10,000 deep, not UTF-8, prototype-polluting, FTS5
  * syntax or malformed percent-escapes. Every answer must be below 500, in its surface's one error shape when it is an
  * error, free of stack traces and file paths, complete within 2 s, and a rejected request must leave the database as it
- * was (integrity_check ok, same row counts, same rows). FUZZ_RUNS (default 10,000) and FUZZ_SEED override the run;
- * the seed is printed so a failure reproduces.
+ * was (integrity_check ok, same row counts, no row written). A non-JSON body is never accepted on a JSON route (415).
+ * The one 5xx tolerated is the designed fast 503 `dependency_unavailable` when the test's Redis misses its 500 ms
+ * command timeout on a starved machine (counted, at most 1%). FUZZ_RUNS (default 10,000) and FUZZ_SEED override
+ * the run; the seed is printed so a failure reproduces; FUZZ_COLLECT=1 runs every case and lists all findings.
  */
 import http from 'node:http';
 import os from 'node:os';
@@ -15,7 +17,7 @@ import { testEnv } from '../helpers/env';
 import { FAKE_MODELS, startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream';
 import { listenLoopback } from '../helpers/loopback';
 import { rawRequest, type RawResponse } from '../helpers/raw-http';
-import { dbSnapshot, writesBetween, type DbSnapshot } from '../helpers/db-snapshot';
+import { countsChanged, dbSnapshot, writesBetween, type DbSnapshot } from '../helpers/db-snapshot';
 import { fromJsonSchema } from '../helpers/schema-arbitrary';
 import { walkRoutes, type RouteEntry } from '../helpers/routes';
 import { routeMetaOf } from '../../src/http/route-doc';
@@ -160,6 +162,8 @@ type Caller = 'management' | 'client' | 'none';
 
 interface Case {
   route: RouteEntry;
+  /** The route validates a JSON body (handle() with a body schema). */
+  takesJson: boolean;
   caller: Caller;
   method: string;
   path: string;
@@ -183,6 +187,19 @@ const isEngramError = (b: unknown) => isObj(b) && isObj(b.error) && typeof b.err
 const isOpenAiError = (b: unknown) =>
   isObj(b) && isObj(b.error) && typeof b.error.message === 'string' && typeof b.error.type === 'string' && 'param' in b.error && 'code' in b.error && (b.error.param === null || typeof b.error.param === 'string');
 const isJsonRpcError = (b: unknown) => isObj(b) && b.jsonrpc === '2.0' && isObj(b.error) && typeof b.error.code === 'number' && typeof b.error.message === 'string';
+
+/**
+ * Redis not answering within its command timeout (500 ms) on a starved machine: the designed fast 503 with Retry-After
+ * (dependency down), not an answer to the input. Tolerated, counted and bounded (at most 1% of the cases).
+ */
+function dependencyBusy(r: RawResponse): boolean {
+  if (r.status !== 503 || r.headers['retry-after'] === undefined) return false;
+  try {
+    return (JSON.parse(r.body.toString('utf8')) as { error?: { code?: string } }).error?.code === 'dependency_unavailable';
+  } catch {
+    return false;
+  }
+}
 
 /** A stack frame, a source file with a line number, or an absolute path of this machine. */
 function leaksInternals(text: string): string | null {
@@ -340,7 +357,7 @@ describe('hostile input (fast-check over the router table)', () => {
         if (requestId !== undefined) headers['x-request-id'] = requestId;
         const method = route.method;
         const label = `${method} ${route.path} as ${caller}: ${path.slice(0, 160)} [${headers['content-type'] ?? 'no content-type'}; ${body ? `${body.length} bytes: ${body.subarray(0, 120).toString('latin1')}` : 'no body'}]`;
-        return { route, caller, method, path, headers, body: method === 'GET' || method === 'HEAD' ? null : body, label };
+        return { route, takesJson: schemas.body !== null && route.path !== '/admin/login', caller, method, path, headers, body: method === 'GET' || method === 'HEAD' ? null : body, label };
       });
     }
   }
@@ -350,7 +367,10 @@ describe('hostile input (fast-check over the router table)', () => {
     const problems: string[] = [];
     if (r.timedOut) return [`no complete answer within ${DEADLINE_MS} ms`];
     if (r.error) return [`connection failed: ${r.error}`];
-    if (r.status >= 500) problems.push(`status ${r.status}`);
+    if (r.status >= 500 && !dependencyBusy(r)) problems.push(`status ${r.status}: ${r.body.toString('utf8').slice(0, 200)}`);
+    // The 415 decision: a body that is not JSON is never accepted by a route that takes JSON.
+    const declared = (c.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
+    if (c.takesJson && c.body && c.body.length > 0 && declared !== 'application/json' && r.status < 400) problems.push(`a ${declared || 'typeless'} body was accepted (${r.status})`);
     const type = String(r.headers['content-type'] ?? '');
     const text = r.body.toString('utf8');
     let json: unknown = undefined;
@@ -377,7 +397,8 @@ describe('hostile input (fast-check over the router table)', () => {
     }
     if (after && r.status >= 400) {
       if (after.integrity !== 'ok') problems.push(`integrity_check: ${after.integrity}`);
-      if (JSON.stringify(after.counts) !== JSON.stringify(before.counts)) problems.push(`row counts changed on a rejected request: ${JSON.stringify(before.counts)} -> ${JSON.stringify(after.counts)}`);
+      const counts = countsChanged(before, after);
+      if (counts.length) problems.push(`row counts changed on a rejected request: ${counts.join(', ')}`);
       const written = writesBetween(before, after);
       if (written !== 0) problems.push(`${written} rows written on a rejected request`);
     }
@@ -394,6 +415,7 @@ describe('hostile input (fast-check over the router table)', () => {
     const perRoute = new Map<string, Record<string, number>>();
     let last: DbSnapshot = dbSnapshot(t.ctx.db.db);
     let lastAccepted = false;
+    let busy = 0;
     const timing = { request: 0, snapshot: 0, generate: 0 };
     let lastEnd = performance.now();
     const started = performance.now();
@@ -419,6 +441,7 @@ describe('hostile input (fast-check over the router table)', () => {
         lastEnd = performance.now();
         last = after;
         lastAccepted = r.status > 0 && r.status < 400;
+        if (dependencyBusy(r)) busy++;
         const key = `${c.route.method} ${c.route.path}`;
         const stats = perRoute.get(key) ?? {};
         const bucket = r.status ? `${Math.floor(r.status / 100)}xx` : r.timedOut ? 'timeout' : 'error';
@@ -442,10 +465,11 @@ describe('hostile input (fast-check over the router table)', () => {
 
     const seconds = (performance.now() - started) / 1000;
     const rows = [...perRoute.entries()].sort().map(([k, s]) => `${k.padEnd(44)} ${Object.entries(s).map(([b, n]) => `${b}:${n}`).join(' ')}`);
-    console.log(`hostile-input fuzz: ${RUNS} cases in ${seconds.toFixed(1)} s (seed ${SEED}; ${(timing.request / 1000).toFixed(1)} s in requests, ${(timing.snapshot / 1000).toFixed(1)} s in database snapshots, ${(timing.generate / 1000).toFixed(1)} s generating), ${perRoute.size} routes hit\n${rows.join('\n')}`);
+    console.log(`hostile-input fuzz: ${RUNS} cases in ${seconds.toFixed(1)} s (seed ${SEED}; ${(timing.request / 1000).toFixed(1)} s in requests, ${(timing.snapshot / 1000).toFixed(1)} s in database snapshots, ${(timing.generate / 1000).toFixed(1)} s generating), ${perRoute.size} routes hit, ${busy} answered 503 (Redis slower than its command timeout)\n${rows.join('\n')}`);
     if (collect) console.log(`findings (${findings.size}):\n${[...findings.entries()].map(([k, f]) => `${f.n}× ${k}\n    e.g. ${f.example.slice(0, 600)}`).join('\n')}`);
     // Every route of the table was exercised.
     expect([...perRoute.keys()].sort()).toEqual(routes.map((r) => `${r.method} ${r.path}`).sort());
     expect(findings.size).toBe(0);
+    expect(busy).toBeLessThanOrEqual(RUNS / 100);
   });
 });
