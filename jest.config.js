@@ -1,5 +1,6 @@
 /**
- * Jest for `npm test`: everything except test/e2e/ (that is `npm run test:e2e`, jest.e2e.config.js).
+ * Jest for `npm test`: everything except test/e2e/ (that is `npm run test:e2e`, jest.e2e.config.js) and test/reliability/
+ * (`npm run test:reliability`, jest.reliability.config.js: minutes long, run as its own CI step).
  * ts-jest transpiles (tsc --noEmit type-checks separately); tests run in band. The global setup starts a
  * redis-server of the run's own on a free 127.0.0.1 port (or uses TEST_REDIS_URL) and the teardown stops it.
  */

@@ -1,5 +1,4 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import type { Duplex } from 'node:stream';
 import fs from 'node:fs';
 import path from 'node:path';
 import { AdminSessionService } from './auth/admin-sessions.service';
@@ -12,6 +11,7 @@ import { rerankerFromEnv } from './memory/rerank';
 import { registerQdrantFallbackMetric } from './memory/qdrant-metrics';
 import { RetrievalService } from './memory/retrieval.service';
 import { createApp } from './http/app';
+import { answerClientErrors } from './http/client-error';
 import { createLogger, type Logger } from './logger';
 import { Metrics } from './metrics';
 import { JobEventsHub } from './queue/job-events';
@@ -93,18 +93,7 @@ export async function startApi(env: Env, log: Logger, opts: { dbFile?: string; e
   server.keepAliveTimeout = 65_000;
   // After listen, a server error (e.g. EMFILE on accept) is logged; the process keeps serving.
   server.on('error', (err: NodeJS.ErrnoException) => log.error({ err: { name: err.name, code: err.code, message: err.message } }, 'http server error'));
-  // A malformed request, a header overflow or a reset socket: answer it like Node would (when nothing was
-  // written yet), log it at debug (scanners send plenty) and keep running. Node adds a no-op 'error'
-  // listener on the socket before this runs, so a later socket error cannot crash the process either.
-  server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
-    log.debug({ code: err.code ?? err.name }, 'http client error');
-    if (err.code !== 'ECONNRESET' && socket.writable && (socket as Duplex & { bytesWritten?: number }).bytesWritten === 0) {
-      const status = err.code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large' : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? '408 Request Timeout' : '400 Bad Request';
-      socket.write(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
-    }
-    // As Node's own handler does: the write above is already handed to the kernel.
-    socket.destroy();
-  });
+  answerClientErrors(server, log);
   const addr = server.address();
   const port = typeof addr === 'object' && addr ? addr.port : env.PORT;
 

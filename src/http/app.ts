@@ -82,8 +82,8 @@ export function createApp(ctx: ApiContext, metrics: Metrics): Express {
     '/api',
     cookieParser(),
     requireManagement(ctx.managementToken, { sessions: ctx.adminSessions, cookieNeedsCsrfHeader: true }),
+    // JSON only (the dashboard and scripts send JSON; a form body is a 415 in handle()); /api/memory/import reads its raw body itself.
     jsonBody({ limit: ctx.env.BODY_LIMIT_BYTES, maxDepth: API_MAX_JSON_DEPTH }),
-    express.urlencoded({ extended: false, limit: '16kb' }),
   );
   // Before the CRUD router: /export, /summarize, /import are not memory ids.
   mount(app, '/api/memory', memoryTransferRoutes(ctx));

@@ -1,6 +1,6 @@
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import type { z } from 'zod';
-import { validationError } from '../errors';
+import { AppError, validationError } from '../errors';
 import { attachRouteMeta, type RequestSchemas, type RouteDoc } from './route-doc';
 
 /**
@@ -18,7 +18,9 @@ type Out<S, K extends keyof Schemas> = S extends Record<K, infer T> ? (T extends
 export type Input<S extends Schemas> = { body: Out<S, 'body'>; query: Out<S, 'query'>; params: Out<S, 'params'> };
 
 /**
- * The one validation middleware: parses body/query/params with zod (400 with the zod paths on
+ * The one validation middleware: a route with a body schema takes JSON only (a body of any other
+ * type, or of none declared, is a 415 before anything is read: a form or text body must not be
+ * parsed into something that validates); then parses body/query/params with zod (400 with the zod paths on
  * failure, before anything changes), then calls the handler with typed input. A returned value
  * is sent as JSON; handlers that stream or set a status themselves return undefined. The schemas
  * (and the optional doc) ride on the handler: GET /openapi.json is generated from exactly them.
@@ -32,6 +34,11 @@ export function handle<S extends Schemas>(
     // Now, while the router's baseUrl is this route's: an error passed to next() unwinds it.
     res.locals.routePattern = routePattern(req);
     try {
+      // req.is: null without a body, false for a body that is not JSON. An empty body (Content-Length: 0, as many
+      // clients send on a bare POST) is no body either: validated as {}.
+      if (schemas.body && req.headers['content-length'] !== '0' && req.is('application/json') === false) {
+        throw new AppError(415, 'unsupported_media_type', 'The request body must be JSON (Content-Type: application/json)');
+      }
       const input: Record<string, unknown> = {};
       for (const where of ['params', 'query', 'body'] as const) {
         const schema = schemas[where];

@@ -66,7 +66,7 @@ function cut(text: string, n: number): string[] {
   return out;
 }
 
-/** An OpenAI-compatible upstream on 127.0.0.1 (`POST /v1/chat/completions`, streaming or not, and `GET /v1/models`) that records every request and misbehaves on demand. */
+/** An OpenAI-compatible upstream on 127.0.0.1 (`POST /v1/chat/completions`, streaming or not, `GET /v1/models` and `GET /v1/models/:id`) that records every request and misbehaves on demand. */
 export async function startFakeUpstream(): Promise<FakeUpstream> {
   const requests: FakeUpstreamRequest[] = [];
   let plans: FakeUpstreamPlan[] = [];
@@ -113,8 +113,14 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
     if (req.method === 'GET' && req.url === '/v1/models') {
       return json(res, rec, 200, { object: 'list', data: FAKE_MODELS.map((id) => ({ id, object: 'model', created: 1_700_000_000, owned_by: 'fake' })) });
     }
+    const modelPath = req.method === 'GET' ? /^\/v1\/models\/([^/?]+)$/.exec(req.url ?? '') : null;
+    if (modelPath) {
+      const id = decodeURIComponent(modelPath[1]);
+      if (FAKE_MODELS.includes(id)) return json(res, rec, 200, { id, object: 'model', created: 1_700_000_000, owned_by: 'fake' });
+      return json(res, rec, 404, { error: { message: `The model '${id}' does not exist`, type: 'invalid_request_error', param: 'model', code: 'model_not_found' } });
+    }
     if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
-      return json(res, rec, 404, { error: { message: 'Unknown path', type: 'invalid_request_error', code: 'not_found' } });
+      return json(res, rec, 404, { error: { message: 'Unknown path', type: 'invalid_request_error', param: null, code: 'not_found' } });
     }
     const p = plans.shift() ?? {};
     const id = `chatcmpl-fake-${++seq}`;

@@ -28,5 +28,8 @@ export const observeBody = z.object({
 });
 export type ObserveBody = z.infer<typeof observeBody>;
 
-/** GET /v1/models/:id: a model id as the upstream names it (`gpt-4o-mini`, `ft:gpt-4o-mini:org:x`). */
-export const modelParams = z.object({ id: z.string().min(1).max(256) });
+/**
+ * GET /v1/models/:id: a model id as the upstream names it (`gpt-4o-mini`, `ft:gpt-4o-mini:org:x`). `.` and `..` are
+ * refused: they survive encodeURIComponent and the URL would resolve to another upstream path (`/v1/models/..` is `/v1/`).
+ */
+export const modelParams = z.object({ id: z.string().min(1).max(256).refine((id) => id !== '.' && id !== '..', 'not a model id (a dot segment)') });
