@@ -144,12 +144,23 @@ function chatBody(queries: string[], i: number): string {
   });
 }
 
+/** Memories and tokens injected per chat (the x-memory-* headers), per target. */
+const injectedSeen = new Map<string, { chats: number; injected: number; tokens: number }>();
+
 async function once(dispatcher: Agent, t: Target, body: string): Promise<number> {
   const started = performance.now();
   const r = await request(t.url, { method: 'POST', dispatcher, headers: { 'content-type': 'application/json', authorization: t.auth }, body });
   await r.body.arrayBuffer();
+  const took = performance.now() - started;
   if (r.statusCode !== 200) throw new Error(`${t.label}: status ${r.statusCode}`);
-  return performance.now() - started;
+  if (r.headers['x-memory-status'] === 'injected') {
+    const seen = injectedSeen.get(t.label) ?? { chats: 0, injected: 0, tokens: 0 };
+    seen.chats++;
+    seen.injected += Number(r.headers['x-memory-injected']);
+    seen.tokens += Number(r.headers['x-memory-tokens']);
+    injectedSeen.set(t.label, seen);
+  }
+  return took;
 }
 
 /** Sequential requests, the targets alternating request by request so they share the machine's noise; latency per target. */
@@ -205,6 +216,22 @@ async function load(t: Target, queries: string[], durationS: number, offset: num
     non2xx: result.non2xx,
     cpuPerReq: cpuMs === null ? null : cpuMs / Math.max(1, result['2xx']),
     peakRssMb: after ? after.peakRss / 1_048_576 : null,
+  };
+}
+
+/** Several runs of one target as one figure: req/s and CPU over all requests, the worse latency and RSS. */
+function combine(rs: LoadResult[], durationS: number): LoadResult {
+  const completed = rs.reduce((a, r) => a + r.completed, 0);
+  const cpu = rs.every((r) => r.cpuPerReq !== null) ? rs.reduce((a, r) => a + r.cpuPerReq! * r.completed, 0) / Math.max(1, completed) : null;
+  return {
+    reqPerSec: completed / (durationS * rs.length),
+    completed,
+    p50: Math.max(...rs.map((r) => r.p50)),
+    p99: Math.max(...rs.map((r) => r.p99)),
+    errors: rs.reduce((a, r) => a + r.errors, 0),
+    non2xx: rs.reduce((a, r) => a + r.non2xx, 0),
+    cpuPerReq: cpu,
+    peakRssMb: rs.every((r) => r.peakRssMb !== null) ? Math.max(...rs.map((r) => r.peakRssMb!)) : null,
   };
 }
 
@@ -308,13 +335,20 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
         const xs = s.get(t.label)!;
         seq.push({ mode, target: t.label, n: xs.length, 'p50 ms': f2(percentile(xs, 50)), 'p99 ms': f2(percentile(xs, 99)), 'overhead p50 ms': t.api ? f2(percentile(xs, 50) - percentile(direct, 50)) : '', 'overhead p99 ms': t.api ? f2(percentile(xs, 99) - percentile(direct, 99)) : '' });
       }
-      const loads = new Map<string, LoadResult>();
-      for (const t of targets) {
+      // A-B-B-A: direct, the builds, the builds reversed, direct; each target's figure is over both of its runs,
+      // so a machine that gets busier (or quieter) during the mode favours no one.
+      const runs = new Map<string, LoadResult[]>();
+      for (const t of [targets[0], ...apis, ...[...apis].reverse(), targets[0]]) {
         const r = await load(t, queries, o.durationS, offset);
         offset += r.completed + 1000;
-        loads.set(t.label, r);
-        const d = loads.get('upstream direct')!;
-        thr.push({ mode, target: t.label, 'req/s': int(r.reqPerSec), 'share of direct': t.api ? f2(r.reqPerSec / d.reqPerSec) : '', 'p50 ms': r.p50, 'p99 ms': r.p99, 'errors+non2xx': r.errors + r.non2xx, 'api CPU ms/req': r.cpuPerReq === null ? '' : f2(r.cpuPerReq), 'api peak RSS MB': r.peakRssMb === null ? '' : int(r.peakRssMb) });
+        runs.set(t.label, [...(runs.get(t.label) ?? []), r]);
+      }
+      const loads = new Map<string, LoadResult>();
+      for (const t of targets) loads.set(t.label, combine(runs.get(t.label)!, o.durationS));
+      const d = loads.get('upstream direct')!;
+      for (const t of targets) {
+        const r = loads.get(t.label)!;
+        thr.push({ mode, target: t.label, 'req/s': int(r.reqPerSec), 'share of direct': t.api ? f2(r.reqPerSec / d.reqPerSec) : '', 'p50 ms': r.p50, 'p99 ms': r.p99, 'errors+non2xx': r.errors + r.non2xx, 'api CPU ms/req': r.cpuPerReq === null ? '' : f2(r.cpuPerReq), 'api peak RSS MB': r.peakRssMb === null ? '' : int(r.peakRssMb), runs: runs.get(t.label)!.map((x) => int(x.reqPerSec)).join(' / ') });
       }
       res.set(mode, { seq: s, load: loads });
       if (o.profileDir) {
@@ -332,9 +366,10 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
         }
       }
     }
+    for (const [label, x] of injectedSeen) console.log(`${label}: ${x.chats} chats with memory injected, on average ${f1(x.injected / x.chats)} memories and ${int(x.tokens / x.chats)} tokens each`);
     console.log(`\nSequential requests (${SEQUENTIAL} after ${WARMUP} warm-up, targets alternating request by request), upstream fixed ${UPSTREAM_DELAY_MS} ms:`);
     console.table(seq);
-    console.log(`\nautocannon, ${CONNECTIONS} connections, ${o.durationS} s per target, every chat a new user question; api CPU = process.cpuUsage() delta in the api process / 2xx responses:`);
+    console.log(`\nautocannon, ${CONNECTIONS} connections, ${o.durationS} s per run, two runs per target in the order direct, builds, builds reversed, direct, every chat a new user question; api CPU = process.cpuUsage() delta in the api process / 2xx responses:`);
     console.table(thr);
 
     const off = res.get('memory off')!;
