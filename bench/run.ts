@@ -2,6 +2,7 @@ import { runWinkModelCheck } from './build-wink-model';
 import { runEmbeddingBench } from './embedding.bench';
 import { runJobsBench } from './jobs.bench';
 import { runProxyBench } from './proxy.bench';
+import { runProxyTargetsBench } from './proxy-targets.bench';
 import { runQdrantBench } from './qdrant.bench';
 import { runQualityBench } from './quality.bench';
 import { runRetrievalBench } from './retrieval.bench';
@@ -27,6 +28,7 @@ export const BENCHES: Bench[] = [
   { name: 'quality', title: 'Retrieval quality on labelled chat sets vs BM25 / cosine / RRF references (issue #10)', run: runQualityBench },
   { name: 'jobs', title: 'Worker throughput and repair-sweep', run: runJobsBench },
   { name: 'proxy', title: 'Chat proxy added latency', run: runProxyBench },
+  { name: 'proxy-targets', title: 'Issue 14 request path: proxy overhead, api CPU per chat, req/s share of upstream direct, api RSS (autocannon; --before=<dist root>, --profile=<dir>)', run: runProxyTargetsBench },
   { name: 'transfer', title: 'Import (50k NDJSON rows, worker job) and export (200k rows): rows/s and peak RSS', run: runTransferBench },
   { name: 'qdrant', title: 'Qdrant tier: search p50 through the store vs sqlite-vec KNN, backfill rows/s (against the fake Qdrant)', run: runQdrantBench },
 ];

@@ -1,4 +1,5 @@
 import type { Db } from '../db/connection';
+import { StatementCache } from '../db/statement-cache';
 
 export interface ApiKeyRecord {
   id: string;
@@ -29,33 +30,38 @@ const toRecord = (r: Row): ApiKeyRecord => ({
 
 /** SQL over `api_keys`; secrets only ever appear here as their sha-256. */
 export class ApiKeyRepository {
-  constructor(private readonly db: Db) {}
+  /** Every /v1 request looks its key up: preparing the SELECT cost more than running it (bench/README.md, proxy-targets). */
+  private readonly stmts: StatementCache;
+
+  constructor(db: Db) {
+    this.stmts = new StatementCache(db);
+  }
 
   insert(r: { id: string; name: string; secretHash: string; prefix: string; createdAt: string }): void {
-    this.db
-      .prepare('INSERT INTO api_keys (id, name, secret_hash, prefix, created_at) VALUES (?, ?, ?, ?, ?)')
+    this.stmts
+      .get('INSERT INTO api_keys (id, name, secret_hash, prefix, created_at) VALUES (?, ?, ?, ?, ?)')
       .run(r.id, r.name, r.secretHash, r.prefix, r.createdAt);
   }
 
   list(): ApiKeyRecord[] {
-    return (this.db.prepare('SELECT * FROM api_keys ORDER BY created_at DESC, id').all() as Row[]).map(toRecord);
+    return (this.stmts.get('SELECT * FROM api_keys ORDER BY created_at DESC, id').all() as Row[]).map(toRecord);
   }
 
   findById(id: string): ApiKeyRecord | null {
-    const r = this.db.prepare('SELECT * FROM api_keys WHERE id = ?').get(id) as Row | undefined;
+    const r = this.stmts.get('SELECT * FROM api_keys WHERE id = ?').get(id) as Row | undefined;
     return r ? toRecord(r) : null;
   }
 
   findActiveByHash(secretHash: string): ApiKeyRecord | null {
-    const r = this.db.prepare('SELECT * FROM api_keys WHERE secret_hash = ? AND revoked_at IS NULL').get(secretHash) as Row | undefined;
+    const r = this.stmts.get('SELECT * FROM api_keys WHERE secret_hash = ? AND revoked_at IS NULL').get(secretHash) as Row | undefined;
     return r ? toRecord(r) : null;
   }
 
   revoke(id: string, at: string): boolean {
-    return this.db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL').run(at, id).changes > 0;
+    return this.stmts.get('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL').run(at, id).changes > 0;
   }
 
   touch(id: string, at: string): void {
-    this.db.prepare('UPDATE api_keys SET last_used_at = ? WHERE id = ?').run(at, id);
+    this.stmts.get('UPDATE api_keys SET last_used_at = ? WHERE id = ?').run(at, id);
   }
 }

@@ -77,14 +77,28 @@ export function jsonDepthExceeds(buf: Buffer, max: number): boolean {
  * express.json with a nesting limit checked on the raw bytes before JSON.parse: a 10,000-deep
  * body is a 400 (`json_too_deep`) instead of a stack overflow later (JSON.stringify, zod, the upstream call).
  */
-export function jsonBody(opts: { limit: number; maxDepth: number }): RequestHandler {
+export function jsonBody(opts: { limit: number; maxDepth: number; keepRaw?: boolean }): RequestHandler {
   return express.json({
     limit: opts.limit,
-    verify: (_req, _res, buf, encoding) => {
-      const utf8 = /^utf-?8$/i.test(encoding) ? buf : Buffer.from(new TextDecoder(encoding).decode(buf), 'utf8');
+    verify: (req, _res, buf, encoding) => {
+      const isUtf8 = /^utf-?8$/i.test(encoding);
+      const utf8 = isUtf8 ? buf : Buffer.from(new TextDecoder(encoding).decode(buf), 'utf8');
       if (jsonDepthExceeds(utf8, opts.maxDepth)) {
         throw Object.assign(new Error(`JSON nested deeper than ${opts.maxDepth} levels`), { status: 400, type: 'entity.too.deep', expose: true });
       }
+      if (opts.keepRaw) (req as RawBodyCarrier)[RAW_BODY] = utf8;
     },
   });
+}
+
+const RAW_BODY = Symbol('engram.rawJsonBody');
+type RawBodyCarrier = { [RAW_BODY]?: Buffer };
+
+/**
+ * The UTF-8 bytes of a JSON body exactly as received (parsed by a `jsonBody({ keepRaw: true })`), or null.
+ * The chat proxy forwards these when it does not change the body: no re-serialisation, and the upstream
+ * sees the client's bytes (number spelling, escapes, key order) untouched.
+ */
+export function rawJsonBody(req: Request): Buffer | null {
+  return (req as unknown as RawBodyCarrier)[RAW_BODY] ?? null;
 }

@@ -181,24 +181,31 @@ export async function relaySse(source: AsyncIterable<Buffer>, sink: RelaySink, c
   }
 }
 
-/** Relays a non-SSE body chunk by chunk, keeping a copy of up to `keepBytes` for extraction (`kept` is null when the body was larger; the caller ends the response on `complete`). */
+/**
+ * Relays a non-SSE body chunk by chunk, one chunk behind: the last chunk is not written but returned as `tail`
+ * for the caller to end the response with (`res.end(tail)`), so a body that arrives in one piece leaves in one
+ * write with its headers and a content-length instead of three (headers, chunk, chunked terminator). Keeps a copy
+ * of up to `keepBytes` for extraction (`kept` is null when the body was larger).
+ */
 export async function relayBody(
   source: AsyncIterable<Buffer>,
   sink: RelaySink,
   signal: AbortSignal,
   keepBytes: number,
-): Promise<{ end: RelayEnd; kept: Buffer | null }> {
+): Promise<{ end: RelayEnd; kept: Buffer | null; tail?: Buffer }> {
   const kept: Buffer[] = [];
   let size = 0;
+  let pending: Buffer | null = null;
   try {
     for await (const chunk of source) {
       if (signal.aborted || sink.destroyed) return { end: 'client-gone', kept: null };
       size += chunk.length;
       if (size <= keepBytes) kept.push(chunk);
-      await write(sink, chunk);
+      if (pending) await write(sink, pending);
+      pending = chunk;
     }
     if (signal.aborted || sink.destroyed) return { end: 'client-gone', kept: null };
-    return { end: 'complete', kept: size <= keepBytes ? Buffer.concat(kept) : null };
+    return { end: 'complete', kept: size <= keepBytes ? (kept.length === 1 ? kept[0] : Buffer.concat(kept)) : null, ...(pending ? { tail: pending } : {}) };
   } catch {
     if (signal.aborted || sink.destroyed) return { end: 'client-gone', kept: null };
     // Once the status line is out, cutting the connection is the only honest signal of a broken body.

@@ -57,9 +57,9 @@ export class UpstreamClient {
     this.base = env.UPSTREAM_BASE_URL.replace(/\/+$/, '');
   }
 
-  /** Sends a chat request; resolves when the upstream's status and headers arrive. */
+  /** Sends a chat request (a JSON value, or JSON text already encoded as UTF-8 bytes, sent as is); resolves when the upstream's status and headers arrive. */
   chatCompletions(body: unknown, opts: { signal: AbortSignal; stream: boolean }): Promise<UpstreamResponse> {
-    return this.call('POST', '/chat/completions', opts.signal, JSON.stringify(body), opts.stream ? 'text/event-stream' : 'application/json');
+    return this.call('POST', '/chat/completions', opts.signal, Buffer.isBuffer(body) ? body : JSON.stringify(body), opts.stream ? 'text/event-stream' : 'application/json');
   }
 
   /** Lists the upstream's models; resolves when the status and headers arrive. */
@@ -72,7 +72,7 @@ export class UpstreamClient {
     return this.call('GET', `/models/${encodeURIComponent(id)}`, opts.signal, undefined, 'application/json');
   }
 
-  private async call(method: 'GET' | 'POST', path: string, signal: AbortSignal, body: string | undefined, accept: string): Promise<UpstreamResponse> {
+  private async call(method: 'GET' | 'POST', path: string, signal: AbortSignal, body: string | Buffer | undefined, accept: string): Promise<UpstreamResponse> {
     const headers: Record<string, string> = {
       accept,
       // Bodies are relayed byte for byte and parsed for extraction, so they must not arrive compressed.

@@ -30,6 +30,8 @@ export interface FakeUpstreamRequest {
   path: string;
   headers: IncomingHttpHeaders;
   body: Record<string, unknown> | null;
+  /** The request body's bytes as received (UTF-8 text), to check what was sent byte for byte. */
+  raw: string;
   receivedAt: number;
   /** When each content chunk was written (streaming). */
   chunkTimes: number[];
@@ -77,8 +79,9 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       let body: Record<string, unknown> | null = null;
+      const raw = Buffer.concat(chunks).toString('utf8');
       try {
-        body = chunks.length ? (JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>) : null;
+        body = chunks.length ? (JSON.parse(raw) as Record<string, unknown>) : null;
       } catch {
         body = null;
       }
@@ -87,6 +90,7 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
         path: req.url ?? '',
         headers: req.headers,
         body,
+        raw,
         receivedAt: performance.now(),
         chunkTimes: [],
         finishedAt: null,

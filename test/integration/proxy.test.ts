@@ -352,6 +352,86 @@ describe('/v1 chat proxy (retrieval test double)', () => {
     }
   });
 
+  it('a body the proxy does not change reaches the upstream byte for byte (no re-serialisation); an injected one is re-encoded', async () => {
+    const m = marker();
+    // Spellings JSON.stringify would change: spaces, 1.0, 1e0, \u escapes, an integer past 2^53, a "/" escape.
+    const raw = `{ "model" : "gpt-4o-mini",\n  "temperature": 1.0, "n": 1e0, "seed": 12345678901234567890,\n  "messages": [ {"role":"user", "content":"caf\\u00e9 \\/ ${m}"} ] }`;
+    const send = (headers: Record<string, string>) =>
+      request(t.app).post('/v1/chat/completions').set('authorization', `Bearer ${key.key}`).set('content-type', 'application/json').set(headers).send(raw);
+
+    t.ctx.settings.updateMemory({ enabled: false });
+    try {
+      const off = await send({});
+      expect(off.status).toBe(200);
+      expect(off.headers['x-memory-status']).toBe('disabled');
+      expect(upstreamFor(m).raw).toBe(raw);
+    } finally {
+      t.ctx.settings.updateMemory({ enabled: true });
+    }
+    fake.reset();
+    const optedOut = await send({ 'x-no-memory': 'true' });
+    expect(optedOut.headers['x-memory-status']).toBe('opted-out');
+    expect(upstreamFor(m).raw).toBe(raw);
+
+    fake.reset();
+    retriever.behaviour = 'throw';
+    const degraded = await send({});
+    expect(degraded.headers['x-memory-status']).toBe('degraded');
+    expect(upstreamFor(m).raw).toBe(raw);
+
+    // With memory injected the body is a new JSON text: same fields, the memory message added.
+    fake.reset();
+    retriever.behaviour = 'ok';
+    const injected = await send({});
+    expect(injected.headers['x-memory-status']).toBe('injected');
+    const up = upstreamFor(m);
+    expect(up.raw).not.toBe(raw);
+    expect(up.body!.messages).toEqual([{ role: 'system', content: memoryText }, { role: 'user', content: `café / ${m}` }]);
+    expect(up.body!.temperature).toBe(1);
+  });
+
+  it('a JSON answer leaves in one piece with a content-length, byte-identical to the upstream’s', async () => {
+    const reply = `ünïcödé ${marker()} ${'x'.repeat(50_000)}`;
+    fake.plan({ reply });
+    const r = await request(t.app)
+      .post('/v1/chat/completions')
+      .set('authorization', `Bearer ${key.key}`)
+      .buffer(true)
+      .parse((res, cb) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => cb(null, Buffer.concat(chunks)));
+      })
+      .send({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hello' }] });
+    expect(r.status).toBe(200);
+    const body = r.body as Buffer;
+    expect(r.headers['content-length']).toBe(String(body.length));
+    expect(r.headers['transfer-encoding']).toBeUndefined();
+    expect(JSON.parse(body.toString('utf8')).choices[0].message.content).toBe(reply);
+  });
+
+  it('one access log line per request: method, path without the query, status, time; never the key or the body', async () => {
+    const lines: string[] = [];
+    const realLog = t.ctx.log;
+    t.ctx.log = createLogger('info', 'test', new Writable({ write(chunk, _enc, cb) { lines.push(String(chunk)); cb(); } }));
+    try {
+      const m = marker();
+      const ok = await request(t.app).post(`/v1/chat/completions?secret=${m}`).set('authorization', `Bearer ${key.key}`).send({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: `log ${m}` }] });
+      expect(ok.status).toBe(200);
+      const refused = await request(t.app).post('/v1/chat/completions').set('authorization', 'Bearer egk_wrong').send({ messages: [] });
+      expect(refused.status).toBe(401);
+      await waitUntil(() => lines.filter((l) => l.includes('"req":')).length >= 2 || null, 2000, 'access log lines');
+      const access = lines.filter((l) => l.includes('"req":')).map((l) => JSON.parse(l) as { level: number; msg: string; req: Record<string, unknown>; res: { statusCode: number }; responseTime: number });
+      expect(access).toHaveLength(2);
+      expect(access[0]).toMatchObject({ level: 30, msg: 'request completed', req: { id: ok.headers['x-request-id'], method: 'POST', path: '/v1/chat/completions' }, res: { statusCode: 200 } });
+      expect(typeof access[0].responseTime).toBe('number');
+      expect(access[1]).toMatchObject({ level: 40, req: { id: refused.headers['x-request-id'], path: '/v1/chat/completions' }, res: { statusCode: 401 } });
+      for (const secret of [m, key.key, UPSTREAM_KEY, 'egk_wrong']) expect(lines.join('')).not.toContain(secret);
+    } finally {
+      t.ctx.log = realLog;
+    }
+  });
+
   it('retrieval that throws or hangs fails open: the request goes upstream unmodified, x-memory-status degraded, nothing logged but the fact', async () => {
     const lines: string[] = [];
     const realLog = t.ctx.log;

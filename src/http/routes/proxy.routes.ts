@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import { Router, type Request, type Response } from 'express';
 import type { ApiContext } from '../api-context';
 import { apiKeyOf } from '../auth';
-import { handle } from '../validate';
+import { handle, rawJsonBody } from '../validate';
 import type { RouteDoc } from '../route-doc';
 import { lastUserText, responseText } from '../../memory/chat-text';
 import type { ChatRequest } from '../../memory/injection';
@@ -32,9 +32,10 @@ function writeUpstreamHead(res: Response, up: UpstreamResponse, sse: boolean): v
     res.setHeader('cache-control', 'no-cache');
     // Reverse proxies (nginx) must not buffer the stream either.
     res.setHeader('x-accel-buffering', 'no');
+    // A stream's client learns the status as soon as the upstream answers, before the first event.
+    res.flushHeaders();
   }
-  // The client learns the status as soon as the upstream answers, before the first chunk.
-  res.flushHeaders();
+  // A JSON answer is useless before its last byte: its head leaves with the body, in one write (relayBody).
 }
 
 /** Calls the upstream, mapping a failure to 502/504 unless the client is already gone (then null). */
@@ -79,7 +80,9 @@ export function proxyRoutes(ctx: ApiContext): Router {
       setMemoryHeaders(res, outcome);
       if (ac.signal.aborted) return;
 
-      const up = await callUpstream(ctx, res, ac.signal, () => upstream.chatCompletions(body, { signal: ac.signal, stream: original.stream === true }));
+      // Unchanged (memory off, opted out, nothing to inject, degraded): the client's own bytes go upstream, not a re-serialisation.
+      const raw = body === original ? rawJsonBody(req) : null;
+      const up = await callUpstream(ctx, res, ac.signal, () => upstream.chatCompletions(raw ?? body, { signal: ac.signal, stream: original.stream === true }));
       if (!up) return;
       const ok = up.status >= 200 && up.status < 300;
       const sse = isEventStream(up.headers);
@@ -96,10 +99,10 @@ export function proxyRoutes(ctx: ApiContext): Router {
         if (!ok || collector.sawError) return;
         assistantText = collector.text();
       } else {
-        const { end, kept } = await relayBody(up.body, res, ac.signal, MAX_PARSED_REPLY_BYTES);
+        const { end, kept, tail } = await relayBody(up.body, res, ac.signal, MAX_PARSED_REPLY_BYTES);
         if (end === 'upstream-failed') ctx.log.warn({ requestId: logRequestId }, 'upstream body ended unexpectedly');
         if (end !== 'complete') return;
-        res.end();
+        res.end(tail);
         if (!ok) return;
         assistantText = kept ? parsedReplyText(kept) : null;
       }
@@ -116,8 +119,8 @@ export function proxyRoutes(ctx: ApiContext): Router {
     const up = await callUpstream(ctx, res, ac.signal, () => call(ac.signal));
     if (!up) return;
     writeUpstreamHead(res, up, false);
-    const { end } = await relayBody(up.body, res, ac.signal, 0);
-    if (end === 'complete') res.end();
+    const { end, tail } = await relayBody(up.body, res, ac.signal, 0);
+    if (end === 'complete') res.end(tail);
   };
 
   router.get(

@@ -1,0 +1,110 @@
+/**
+ * A process of the proxy-targets bench (bench/proxy-targets.bench.ts), so the load generator's CPU is
+ * never counted as the api's:
+ *   node proxy-child.js upstream          a fixed-delay OpenAI-style upstream (20 ms, one canned completion)
+ *   node proxy-child.js api <dist root>    the real api (`startApi` of the build under <dist root>) with its env
+ * It talks to the parent over IPC: {type:'ready', port} once listening; answers {cmd:'stats'} with its
+ * CPU time and RSS (peak since the last {cmd:'stats', reset:true}), {cmd:'memory', enabled} by switching
+ * memory on or off, {cmd:'profile', action:'start'|'stop', file} with a V8 CPU profile of the span between.
+ */
+import fs from 'node:fs';
+import http from 'node:http';
+import inspector from 'node:inspector';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+
+interface Msg {
+  cmd: 'stats' | 'memory' | 'profile' | 'exit';
+  reset?: boolean;
+  enabled?: boolean;
+  action?: 'start' | 'stop';
+  file?: string;
+}
+
+const send = (m: unknown) => process.send?.(m);
+
+/** A canned non-streaming completion after a fixed delay: the cheapest upstream that still looks like the real wire format. */
+async function runUpstream(delayMs: number): Promise<void> {
+  let seq = 0;
+  const server = http.createServer((req, res) => {
+    req.on('error', () => undefined);
+    res.on('error', () => undefined);
+    req.resume();
+    req.on('end', () => {
+      setTimeout(() => {
+        const text = JSON.stringify({
+          id: `chatcmpl-bench-${++seq}`,
+          object: 'chat.completion',
+          created: 1_700_000_000,
+          model: 'gpt-4o-mini',
+          choices: [{ index: 0, message: { role: 'assistant', content: 'Hello from the bench upstream.', refusal: null }, logprobs: null, finish_reason: 'stop' }],
+          usage: { prompt_tokens: 10, completion_tokens: 7, total_tokens: 17 },
+        });
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)), 'x-request-id': `req_bench_${seq}` });
+        res.end(text);
+      }, delayMs);
+    });
+  });
+  server.keepAliveTimeout = 65_000;
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  send({ type: 'ready', port: (server.address() as AddressInfo).port });
+}
+
+interface RunningApiLike {
+  ctx: { settings: { updateMemory(p: { enabled: boolean }): unknown } };
+  port: number;
+}
+
+async function runApi(root: string): Promise<void> {
+  /* eslint-disable @typescript-eslint/no-require-imports */
+  const { loadEnv } = require(path.join(root, 'src/config/env.js')) as { loadEnv(): unknown };
+  const { createLogger } = require(path.join(root, 'src/logger.js')) as { createLogger(level: string, name: string): unknown };
+  const { startApi } = require(path.join(root, 'src/api.js')) as { startApi(env: unknown, log: unknown): Promise<RunningApiLike> };
+  const env = loadEnv() as { LOG_LEVEL: string };
+  const api = await startApi(env, createLogger(env.LOG_LEVEL, 'engram-api'));
+  // memoryUsage.rss() alone: memoryUsage() walks the V8 heap spaces too, which showed up in the profile.
+  let peakRss = process.memoryUsage.rss();
+  const sampler = setInterval(() => {
+    peakRss = Math.max(peakRss, process.memoryUsage.rss());
+  }, 100);
+  sampler.unref();
+  const session = new inspector.Session();
+  session.connect();
+  const post = (method: string, params?: object) =>
+    new Promise<unknown>((resolve, reject) => session.post(method, params ?? {}, (err, res) => (err ? reject(err) : resolve(res))));
+  process.on('message', (m: Msg) => {
+    void (async () => {
+      if (m.cmd === 'stats') {
+        const rss = process.memoryUsage.rss();
+        peakRss = Math.max(peakRss, rss);
+        send({ type: 'stats', cpu: process.cpuUsage(), rss, peakRss });
+        if (m.reset) peakRss = rss;
+      } else if (m.cmd === 'memory') {
+        api.ctx.settings.updateMemory({ enabled: m.enabled === true });
+        send({ type: 'memory' });
+      } else if (m.cmd === 'profile') {
+        if (m.action === 'start') {
+          await post('Profiler.enable');
+          await post('Profiler.setSamplingInterval', { interval: 200 });
+          await post('Profiler.start');
+        } else {
+          const { profile } = (await post('Profiler.stop')) as { profile: unknown };
+          fs.writeFileSync(m.file!, JSON.stringify(profile));
+        }
+        send({ type: 'profile' });
+      } else if (m.cmd === 'exit') {
+        process.exit(0);
+      }
+    })().catch((err: unknown) => send({ type: 'error', message: String(err) }));
+  });
+  send({ type: 'ready', port: api.port });
+}
+
+const [role, arg] = process.argv.slice(2);
+const started = role === 'upstream' ? runUpstream(Number(arg ?? 20)) : runApi(path.resolve(arg ?? path.join(__dirname, '..')));
+started.catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});
+// The parent going away ends the child too.
+process.on('disconnect', () => process.exit(0));

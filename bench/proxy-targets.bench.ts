@@ -1,0 +1,416 @@
+/**
+ * Issue 14, request path: proxy overhead, api CPU per chat, proxied req/s as a share of upstream-direct
+ * req/s and api RSS, each against the same run's upstream-direct baseline.
+ *
+ * Three processes besides this one (bench/proxy-child.ts): a fixed-delay upstream (20 ms), and the real
+ * api (`startApi`) of this build — plus, with `--before=<dist root>`, the api of another build (e.g. main
+ * built into a temp folder) over a copy of the same database, measured in the same run, alternating.
+ * Load comes from autocannon in this process (32 connections, 10 s), so its CPU never counts as the api's.
+ *
+ * Options: --before=<dir holding src/api.js's dist root>  --duration=<s>  --memories=<n per key>
+ *          --profile=<dir> (an extra profiled run per build and mode: .cpuprofile files + top self-time table)
+ */
+import crypto from 'node:crypto';
+import { fork, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import autocannon from 'autocannon';
+import { Agent, request } from 'undici';
+import { buildApiContext } from '../src/api';
+import { loadEnv } from '../src/config/env';
+import { MemoryReadCache } from '../src/memory/read-cache';
+import { MemoryService } from '../src/memory/memory.service';
+import { createLogger } from '../src/logger';
+import { freePort, TestRedis } from '../test/helpers/redis-server';
+import { benchStaticModel } from './build-wink-model';
+import { Corpus, embedPending, percentile, rng, seedMemories, useStaticSource } from './retrieval.bench';
+import { reportTargets, type TargetRow } from './target-table';
+
+const UPSTREAM_DELAY_MS = 20;
+const CONNECTIONS = 32;
+const SEQUENTIAL = 300;
+const WARMUP = 30;
+
+interface Options {
+  before: string | null;
+  durationS: number;
+  memories: number;
+  profileDir: string | null;
+}
+
+function parseOptions(args: string[]): Options {
+  const opt = (name: string) => args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? null;
+  const before = opt('before');
+  return {
+    before: before ? path.resolve(before) : null,
+    durationS: Number(opt('duration') ?? 10),
+    memories: Number(opt('memories') ?? 10_000),
+    profileDir: opt('profile') ? path.resolve(opt('profile')!) : null,
+  };
+}
+
+/** A child of bench/proxy-child.ts, driven over IPC. */
+class BenchChild {
+  private waiters: Array<{ type: string; resolve: (m: Record<string, unknown>) => void }> = [];
+  readonly ready: Promise<number>;
+
+  constructor(
+    readonly label: string,
+    readonly proc: ChildProcess,
+  ) {
+    proc.on('error', () => undefined);
+    proc.on('message', (m: Record<string, unknown>) => {
+      const i = this.waiters.findIndex((w) => w.type === m.type || m.type === 'error');
+      if (i >= 0) this.waiters.splice(i, 1)[0].resolve(m);
+    });
+    this.ready = this.wait('ready').then((m) => m.port as number);
+    proc.once('exit', (code) => {
+      for (const w of this.waiters.splice(0)) w.resolve({ type: 'error', message: `${label} exited with ${code}` });
+    });
+  }
+
+  private wait(type: string): Promise<Record<string, unknown>> {
+    return new Promise((resolve, reject) =>
+      this.waiters.push({ type, resolve: (m) => (m.type === 'error' ? reject(new Error(`${this.label}: ${String(m.message)}`)) : resolve(m)) }),
+    );
+  }
+
+  async call(cmd: Record<string, unknown>, reply: string): Promise<Record<string, unknown>> {
+    const p = this.wait(reply);
+    this.proc.send(cmd);
+    return p;
+  }
+
+  stats(reset = false) {
+    return this.call({ cmd: 'stats', reset }, 'stats') as Promise<{ cpu: NodeJS.CpuUsage; rss: number; peakRss: number }>;
+  }
+
+  kill(): void {
+    if (this.proc.exitCode === null) this.proc.kill('SIGKILL');
+  }
+}
+
+const CHILD = path.join(__dirname, 'proxy-child.js');
+
+function spawnChild(label: string, args: string[], env: NodeJS.ProcessEnv): BenchChild {
+  return new BenchChild(label, fork(CHILD, args, { env, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] }));
+}
+
+/** Builds the database once: one key with `n` memories and their static-model vectors, memory settings as in the issue's runs. */
+async function buildDatabase(dir: string, redisUrl: string, modelFolder: string, n: number, corpus: Corpus): Promise<{ secret: string; seconds: number }> {
+  const t0 = performance.now();
+  const env = loadEnv({ NODE_ENV: 'test', DATA_DIR: dir, QUEUE_PREFIX: `bench-pt-seed-${crypto.randomBytes(4).toString('hex')}`, MANAGEMENT_TOKEN: crypto.randomBytes(24).toString('hex'), LOG_LEVEL: 'silent', REDIS_URL: redisUrl, MEMORY_STATIC_MODEL: modelFolder });
+  const ctx = buildApiContext(env, createLogger('silent', 'bench'));
+  try {
+    if (!ctx.db.vecLoaded) throw new Error('sqlite-vec is not available: hybrid would only measure the keyword tier');
+    const settings = useStaticSource(ctx);
+    const key = ctx.apiKeys.create('bench-proxy-targets');
+    // Without the api's embed-on-write hook: seeding must not queue an embed job per row.
+    const writer = new MemoryService(ctx.db.db, new MemoryReadCache(100, 60_000));
+    const probe = await ctx.embedding.embedOne('engram dimension probe', settings);
+    const dim = probe.resolution.dimensions!;
+    const signature = ctx.vectors.signatureFor(probe.resolution)!;
+    ctx.vectors.rebuild(signature, dim);
+    const r = rng(42);
+    seedMemories(writer, key.id, n, () => corpus.memory(r));
+    await embedPending(ctx.embedding, ctx.vectors, settings, signature, dim);
+    ctx.settings.updateMemory({ enabled: false, strategy: 'hybrid', maxTokens: 2000 });
+    return { secret: key.key, seconds: (performance.now() - t0) / 1000 };
+  } finally {
+    await ctx.jobEvents.close();
+    await ctx.queues.close();
+    await ctx.embedding.close();
+    ctx.db.close();
+  }
+}
+
+interface Target {
+  label: string;
+  url: string;
+  auth: string;
+  api: BenchChild | null;
+}
+
+/** The chat body of request `i`: a new user question each time (the query is never in the embedding cache). */
+function chatBody(queries: string[], i: number): string {
+  return JSON.stringify({
+    model: 'gpt-4o-mini',
+    messages: [
+      { role: 'system', content: 'You are a helpful assistant.' },
+      { role: 'user', content: `${queries[i % queries.length]} (${i})` },
+    ],
+  });
+}
+
+/** Memories and tokens injected per chat (the x-memory-* headers), per target. */
+const injectedSeen = new Map<string, { chats: number; injected: number; tokens: number }>();
+
+async function once(dispatcher: Agent, t: Target, body: string): Promise<number> {
+  const started = performance.now();
+  const r = await request(t.url, { method: 'POST', dispatcher, headers: { 'content-type': 'application/json', authorization: t.auth }, body });
+  await r.body.arrayBuffer();
+  const took = performance.now() - started;
+  if (r.statusCode !== 200) throw new Error(`${t.label}: status ${r.statusCode}`);
+  if (r.headers['x-memory-status'] === 'injected') {
+    const seen = injectedSeen.get(t.label) ?? { chats: 0, injected: 0, tokens: 0 };
+    seen.chats++;
+    seen.injected += Number(r.headers['x-memory-injected']);
+    seen.tokens += Number(r.headers['x-memory-tokens']);
+    injectedSeen.set(t.label, seen);
+  }
+  return took;
+}
+
+/** Sequential requests, the targets alternating request by request so they share the machine's noise; latency per target. */
+async function sequential(targets: Target[], queries: string[], offset: number): Promise<Map<string, number[]>> {
+  const dispatcher = new Agent({ keepAliveTimeout: 30_000, connections: 2 });
+  const out = new Map<string, number[]>(targets.map((t) => [t.label, []]));
+  try {
+    for (let i = 0; i < WARMUP + SEQUENTIAL; i++) {
+      for (const t of targets) {
+        const d = await once(dispatcher, t, chatBody(queries, offset + i));
+        if (i >= WARMUP) out.get(t.label)!.push(d);
+      }
+    }
+  } finally {
+    await dispatcher.close();
+  }
+  for (const xs of out.values()) xs.sort((a, b) => a - b);
+  return out;
+}
+
+interface LoadResult {
+  reqPerSec: number;
+  completed: number;
+  p50: number;
+  p99: number;
+  errors: number;
+  non2xx: number;
+  /** api CPU ms per completed request (user + system), null for the direct baseline. */
+  cpuPerReq: number | null;
+  peakRssMb: number | null;
+}
+
+async function load(t: Target, queries: string[], durationS: number, offset: number): Promise<LoadResult> {
+  const before = t.api ? await t.api.stats(true) : null;
+  let i = offset;
+  const result = await autocannon({
+    url: t.url,
+    connections: CONNECTIONS,
+    duration: durationS,
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: t.auth },
+    requests: [{ setupRequest: (req) => ({ ...req, body: chatBody(queries, i++) }) }],
+  });
+  const after = t.api ? await t.api.stats() : null;
+  const completed = result.requests.total;
+  const cpuMs = before && after ? (after.cpu.user - before.cpu.user + after.cpu.system - before.cpu.system) / 1000 : null;
+  return {
+    reqPerSec: completed / durationS,
+    completed,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    errors: result.errors + result.timeouts,
+    non2xx: result.non2xx,
+    cpuPerReq: cpuMs === null ? null : cpuMs / Math.max(1, result['2xx']),
+    peakRssMb: after ? after.peakRss / 1_048_576 : null,
+  };
+}
+
+/** Several runs of one target as one figure: req/s and CPU over all requests, the worse latency and RSS. */
+function combine(rs: LoadResult[], durationS: number): LoadResult {
+  const completed = rs.reduce((a, r) => a + r.completed, 0);
+  const cpu = rs.every((r) => r.cpuPerReq !== null) ? rs.reduce((a, r) => a + r.cpuPerReq! * r.completed, 0) / Math.max(1, completed) : null;
+  return {
+    reqPerSec: completed / (durationS * rs.length),
+    completed,
+    p50: Math.max(...rs.map((r) => r.p50)),
+    p99: Math.max(...rs.map((r) => r.p99)),
+    errors: rs.reduce((a, r) => a + r.errors, 0),
+    non2xx: rs.reduce((a, r) => a + r.non2xx, 0),
+    cpuPerReq: cpu,
+    peakRssMb: rs.every((r) => r.peakRssMb !== null) ? Math.max(...rs.map((r) => r.peakRssMb!)) : null,
+  };
+}
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  children?: number[];
+}
+
+/** Top self-time functions of a V8 CPU profile (`--cpu-prof` format), with the share of all samples and by package. */
+export function summariseProfile(file: string, top = 15): { top: Record<string, unknown>[]; byArea: Record<string, unknown>[] } {
+  const prof = JSON.parse(fs.readFileSync(file, 'utf8')) as { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[] };
+  const byId = new Map(prof.nodes.map((n) => [n.id, n]));
+  const self = new Map<number, number>();
+  prof.samples.forEach((id, k) => self.set(id, (self.get(id) ?? 0) + (prof.timeDeltas[k] ?? 0)));
+  const total = [...self.values()].reduce((a, b) => a + b, 0) || 1;
+  const fn = new Map<string, number>();
+  const area = new Map<string, number>();
+  for (const [id, us] of self) {
+    const f = byId.get(id)!.callFrame;
+    const where = f.url.replace(/^file:\/\//, '');
+    const short = where.includes('node_modules/') ? where.slice(where.lastIndexOf('node_modules/') + 13) : where.includes('/dist/') ? where.slice(where.indexOf('/dist/') + 6) : where || '(native)';
+    const key = `${f.functionName || '(anonymous)'} ${short}:${f.lineNumber + 1}`;
+    fn.set(key, (fn.get(key) ?? 0) + us);
+    const pkg = where.includes('node_modules/')
+      ? short.split('/').slice(0, short.startsWith('@') ? 2 : 1).join('/')
+      : where.includes('/dist/')
+        ? `engram ${short.split('/').slice(0, 2).join('/')}`
+        : where.startsWith('node:')
+          ? 'node core'
+          : f.functionName.startsWith('(') ? f.functionName : 'native/V8';
+    area.set(pkg, (area.get(pkg) ?? 0) + us);
+  }
+  const rows = (m: Map<string, number>, n: number, name: string) =>
+    [...m.entries()].sort((a, b) => b[1] - a[1]).slice(0, n).map(([k, us]) => ({ [name]: k, 'self ms': Number((us / 1000).toFixed(1)), share: `${((100 * us) / total).toFixed(1)}%` }));
+  return { top: rows(fn, top, 'function'), byArea: rows(area, 12, 'area') };
+}
+
+const f1 = (x: number) => x.toFixed(1);
+const f2 = (x: number) => x.toFixed(2);
+const int = (x: number) => Math.round(x).toLocaleString('en-US');
+
+/** Runs the measurement and returns the issue-14 request-path rows for this build (the `--before` build's figures are printed beside them). */
+export async function measureProxyTargets(args: string[] = process.argv.slice(2)): Promise<TargetRow[]> {
+  const o = parseOptions(args);
+  const model = benchStaticModel();
+  const corpus = new Corpus(model);
+  const queries = corpus.queries(1000, 11);
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'engram-proxy-targets-'));
+  const redis = process.env.REDIS_URL ? null : await TestRedis.start();
+  const redisUrl = process.env.REDIS_URL ?? redis!.url;
+  const children: BenchChild[] = [];
+  try {
+    const seedDir = path.join(tmp, 'seed');
+    const seeded = await buildDatabase(seedDir, redisUrl, model.folder, o.memories, corpus);
+    console.log(`database: ${o.memories} memories for one key with ${model.label} vectors, built in ${f1(seeded.seconds)} s`);
+
+    const upstream = spawnChild('upstream', ['upstream', String(UPSTREAM_DELAY_MS)], { PATH: process.env.PATH });
+    children.push(upstream);
+    const upPort = await upstream.ready;
+    const builds: Array<{ label: string; root: string }> = [{ label: 'this build', root: path.resolve(__dirname, '..') }];
+    if (o.before) builds.unshift({ label: 'before', root: o.before });
+    const targets: Target[] = [{ label: 'upstream direct', url: `http://127.0.0.1:${upPort}/v1/chat/completions`, auth: 'Bearer bench-upstream-key', api: null }];
+    for (const b of builds) {
+      const dataDir = path.join(tmp, b.label.replace(/\W+/g, '-'));
+      fs.cpSync(seedDir, dataDir, { recursive: true });
+      const port = await freePort();
+      const api = spawnChild(b.label, ['api', b.root], {
+        PATH: process.env.PATH,
+        NODE_ENV: 'production',
+        HOST: '127.0.0.1',
+        PORT: String(port),
+        DATA_DIR: dataDir,
+        REDIS_URL: redisUrl,
+        QUEUE_PREFIX: `bench-pt-${crypto.randomBytes(4).toString('hex')}`,
+        MANAGEMENT_TOKEN: crypto.randomBytes(24).toString('hex'),
+        UPSTREAM_BASE_URL: `http://127.0.0.1:${upPort}/v1`,
+        UPSTREAM_API_KEY: 'bench-upstream-key',
+        MEMORY_STATIC_MODEL: model.folder,
+        // Production's default level: the request log line is part of the cost (written to /dev/null).
+        LOG_LEVEL: 'info',
+      });
+      children.push(api);
+      await api.ready;
+      targets.push({ label: b.label, url: `http://127.0.0.1:${port}/v1/chat/completions`, auth: `Bearer ${seeded.secret}`, api });
+    }
+    const apis = targets.filter((t) => t.api);
+    const mine = apis[apis.length - 1];
+
+    const seq: Record<string, unknown>[] = [];
+    const thr: Record<string, unknown>[] = [];
+    const res = new Map<string, { seq: Map<string, number[]>; load: Map<string, LoadResult> }>();
+    let offset = 0;
+    for (const memory of [false, true]) {
+      const mode = memory ? `memory on (hybrid, ${o.memories / 1000}k/key)` : 'memory off';
+      for (const t of apis) await t.api!.call({ cmd: 'memory', enabled: memory }, 'memory');
+      const s = await sequential(targets, queries, offset);
+      offset += WARMUP + SEQUENTIAL;
+      const direct = s.get('upstream direct')!;
+      for (const t of targets) {
+        const xs = s.get(t.label)!;
+        seq.push({ mode, target: t.label, n: xs.length, 'p50 ms': f2(percentile(xs, 50)), 'p99 ms': f2(percentile(xs, 99)), 'overhead p50 ms': t.api ? f2(percentile(xs, 50) - percentile(direct, 50)) : '', 'overhead p99 ms': t.api ? f2(percentile(xs, 99) - percentile(direct, 99)) : '' });
+      }
+      // A-B-B-A: direct, the builds, the builds reversed, direct; each target's figure is over both of its runs,
+      // so a machine that gets busier (or quieter) during the mode favours no one.
+      const runs = new Map<string, LoadResult[]>();
+      for (const t of [targets[0], ...apis, ...[...apis].reverse(), targets[0]]) {
+        const r = await load(t, queries, o.durationS, offset);
+        offset += r.completed + 1000;
+        runs.set(t.label, [...(runs.get(t.label) ?? []), r]);
+      }
+      const loads = new Map<string, LoadResult>();
+      for (const t of targets) loads.set(t.label, combine(runs.get(t.label)!, o.durationS));
+      const d = loads.get('upstream direct')!;
+      for (const t of targets) {
+        const r = loads.get(t.label)!;
+        thr.push({ mode, target: t.label, 'req/s': int(r.reqPerSec), 'share of direct': t.api ? f2(r.reqPerSec / d.reqPerSec) : '', 'p50 ms': r.p50, 'p99 ms': r.p99, 'errors+non2xx': r.errors + r.non2xx, 'api CPU ms/req': r.cpuPerReq === null ? '' : f2(r.cpuPerReq), 'api peak RSS MB': r.peakRssMb === null ? '' : int(r.peakRssMb), runs: runs.get(t.label)!.map((x) => int(x.reqPerSec)).join(' / ') });
+      }
+      res.set(mode, { seq: s, load: loads });
+      if (o.profileDir) {
+        fs.mkdirSync(o.profileDir, { recursive: true });
+        for (const t of apis) {
+          const file = path.join(o.profileDir, `${t.label.replace(/\W+/g, '-')}-${memory ? 'memory-on' : 'memory-off'}.cpuprofile`);
+          await t.api!.call({ cmd: 'profile', action: 'start' }, 'profile');
+          const r = await load(t, queries, Math.min(5, o.durationS), offset);
+          offset += r.completed + 1000;
+          await t.api!.call({ cmd: 'profile', action: 'stop', file }, 'profile');
+          const p = summariseProfile(file);
+          console.log(`\nCPU profile, ${t.label}, ${mode}: ${r.completed} requests under autocannon (${file})`);
+          console.table(p.byArea);
+          console.table(p.top);
+        }
+      }
+    }
+    for (const [label, x] of injectedSeen) console.log(`${label}: ${x.chats} chats with memory injected, on average ${f1(x.injected / x.chats)} memories and ${int(x.tokens / x.chats)} tokens each`);
+    console.log(`\nSequential requests (${SEQUENTIAL} after ${WARMUP} warm-up, targets alternating request by request), upstream fixed ${UPSTREAM_DELAY_MS} ms:`);
+    console.table(seq);
+    console.log(`\nautocannon, ${CONNECTIONS} connections, ${o.durationS} s per run, two runs per target in the order direct, builds, builds reversed, direct, every chat a new user question; api CPU = process.cpuUsage() delta in the api process / 2xx responses:`);
+    console.table(thr);
+
+    const off = res.get('memory off')!;
+    const on = res.get(`memory on (hybrid, ${o.memories / 1000}k/key)`)!;
+    const ovh = (m: typeof off, p: number) => percentile(m.seq.get(mine.label)!, p) - percentile(m.seq.get('upstream direct')!, p);
+    const direct = (m: typeof off) => m.seq.get('upstream direct')!;
+    const lm = (m: typeof off) => m.load.get(mine.label)!;
+    const ld = (m: typeof off) => m.load.get('upstream direct')!;
+    const share = (m: typeof off) => lm(m).reqPerSec / ld(m).reqPerSec;
+    const clean = (m: typeof off) => lm(m).errors + lm(m).non2xx === 0;
+    const rows: TargetRow[] = [
+      { figure: 'proxy overhead p50, memory off', measured: `${f2(ovh(off, 50))} ms`, baseline: `upstream direct p50 ${f2(percentile(direct(off), 50))} ms`, target: '≤ 1 ms', pass: ovh(off, 50) <= 1 },
+      { figure: 'proxy overhead p99, memory off', measured: `${f2(ovh(off, 99))} ms`, baseline: `upstream direct p99 ${f2(percentile(direct(off), 99))} ms`, target: '≤ 3 ms', pass: ovh(off, 99) <= 3 },
+      { figure: `proxy overhead p50, memory on (hybrid, ${o.memories / 1000}k/key)`, measured: `${f2(ovh(on, 50))} ms`, baseline: `upstream direct p50 ${f2(percentile(direct(on), 50))} ms`, target: '≤ 3 ms', pass: ovh(on, 50) <= 3 },
+      { figure: 'api CPU per proxied chat, memory off', measured: `${f2(lm(off).cpuPerReq!)} ms`, baseline: 'upstream direct: 0 (no api)', target: '≤ 0.3 ms', pass: lm(off).cpuPerReq! <= 0.3 },
+      { figure: `api CPU per proxied chat, memory on (hybrid, ${o.memories / 1000}k/key)`, measured: `${f2(lm(on).cpuPerReq!)} ms`, baseline: 'upstream direct: 0 (no api)', target: '≤ 1.5 ms', pass: lm(on).cpuPerReq! <= 1.5 },
+      { figure: `proxied req/s share of direct, memory on (hybrid, ${o.memories / 1000}k/key)`, measured: `${f2(share(on))} (${int(lm(on).reqPerSec)} req/s${clean(on) ? '' : ', ERRORS'})`, baseline: `upstream direct ${int(ld(on).reqPerSec)} req/s`, target: '≥ 0.5', pass: share(on) >= 0.5 && clean(on) },
+      { figure: 'proxied req/s share of direct, memory off', measured: `${f2(share(off))} (${int(lm(off).reqPerSec)} req/s${clean(off) ? '' : ', ERRORS'})`, baseline: `upstream direct ${int(ld(off).reqPerSec)} req/s`, target: '≥ 0.9', pass: share(off) >= 0.9 && clean(off) },
+      { figure: 'api peak RSS under that load', measured: `${int(Math.max(lm(on).peakRssMb!, lm(off).peakRssMb!))} MB`, baseline: 'upstream direct: no api', target: '≤ 250 MB', pass: Math.max(lm(on).peakRssMb!, lm(off).peakRssMb!) <= 250 },
+    ];
+    return rows;
+  } finally {
+    for (const c of children) c.kill();
+    if (redis) await redis.stop(true);
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+/** `npm run bench -- proxy-targets [--before=<dist root>] [--profile=<dir>]`: prints the tables and writes bench/results/proxy-targets.json; never asserts. */
+export async function runProxyTargetsBench(): Promise<void> {
+  const args = process.argv.slice(2);
+  const rows = await measureProxyTargets(args);
+  reportTargets('proxy-targets', rows, { options: parseOptions(args) });
+}
+
+if (require.main === module) {
+  runProxyTargetsBench().then(
+    () => process.exit(0),
+    (err: unknown) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
+}
