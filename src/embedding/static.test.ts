@@ -63,6 +63,21 @@ describe('parseSafetensors', () => {
     expect(Array.from(m.data)).toEqual([1, 2, 3, 4, 5, 6]);
   });
 
+  it('an aligned F32 tensor is read in place (no copy of the file); an unaligned one is copied and read the same', () => {
+    const data = Float32Array.from([1, 2, 3, 4, 5, 6]);
+    const aligned = parseSafetensors(safetensorsBytes('embeddings', [3, 2], data));
+    expect(Array.from(aligned.data)).toEqual([1, 2, 3, 4, 5, 6]);
+    const file = safetensorsBytes('embeddings', [3, 2], data);
+    const viewed = parseSafetensors(file);
+    expect(viewed.data.buffer).toBe(file.buffer);
+    // The same bytes one byte into a larger buffer: the tensor no longer starts on a 4-byte boundary.
+    const shifted = Buffer.alloc(file.length + 1);
+    file.copy(shifted, 1);
+    const copied = parseSafetensors(shifted.subarray(1));
+    expect(copied.data.buffer).not.toBe(shifted.buffer);
+    expect(Array.from(copied.data)).toEqual([1, 2, 3, 4, 5, 6]);
+  });
+
   it('reads F16 tensors', () => {
     const header = JSON.stringify({ embeddings: { dtype: 'F16', shape: [1, 3], data_offsets: [0, 6] } });
     const len = Buffer.alloc(8);
