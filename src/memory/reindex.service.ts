@@ -220,7 +220,7 @@ export class ReindexService {
       log.info({ flagged }, 'reindex: every memory flagged');
     }
     // Measure the model (dimensions are never assumed) and make sure the index matches it.
-    const probe = await embedding.embedOne('engram dimension probe', settings);
+    const probe = await embedding.embedMany(['engram dimension probe'], settings, undefined, { useCache: false });
     const signature = vectors.signatureFor(probe.resolution);
     const dim = probe.resolution.dimensions;
     if (!signature || !dim) throw new Error('could not measure the embedding dimensions');

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Job } from 'bullmq';
 import { forgetStaticModels } from '../../src/embedding/static';
+import { parsePayload } from '../../src/queue/jobs';
 import { startWorker, type RunningWorker } from '../../workers/main';
 import { buildTestApi, type TestApi } from '../helpers/api';
 import { silentLog, tempDir, testEnv } from '../helpers/env';
@@ -85,6 +86,34 @@ describe('extraction embeds its new facts in the same job with a local model (is
     t.ctx.memory.update(stale[0]!.memory.id, { content: 'likes dog' }, { source: 'api' });
     await t.ctx.reindex.embedInline(stale);
     expect(t.ctx.memory.findFresh(stale[0]!.memory.id)?.needsReindex).toBe(true);
+  });
+});
+
+describe('the reindex job', () => {
+  it('embeds every row in 512-row batches and leaves the query cache alone', async () => {
+    const folder = writeModel2VecFolder(path.join(tempDir('models'), 'static10'), topicModelSpec(10, 20));
+    const t = buildTestApi(testEnv({ MEMORY_STATIC_MODEL: folder, ...quiet }));
+    try {
+      await buildIndex(t);
+      const words = ['cat', 'pizza', 'python', 'snow', 'bread', 'dog'];
+      t.ctx.memory.upsertMany(
+        Array.from({ length: 1100 }, (_, i) => ({ apiKeyId: 'tenant-r', type: 'factual' as const, content: `${words[i % 6]} ${words[(i * 7) % 6]} note ${i}` })),
+        { source: 'import' },
+        'import',
+      );
+      const cached = t.ctx.embedding.cacheStats().size;
+      const progress: object[] = [];
+      const data = parsePayload('reindex', { force: true });
+      expect(data.batchSize).toBe(512);
+      const result = await t.ctx.reindex.run(data, { progress: async (p) => void progress.push(p), checkpoint: async () => undefined });
+      expect(result).toMatchObject({ phase: 'done', done: 1100, total: 1100, failed: 0 });
+      // One report before the first batch, one per batch (3), one with the result.
+      expect(progress).toHaveLength(5);
+      expect(t.ctx.vectors.stats()).toMatchObject({ rowCount: 1100, needsReindex: 0 });
+      expect(t.ctx.embedding.cacheStats().size).toBe(cached);
+    } finally {
+      await t.close();
+    }
   });
 });
 
