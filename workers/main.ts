@@ -15,6 +15,9 @@ import type { Registry, WorkerContext } from './context';
 import { createProcessor, type StopFlag } from './dispatch';
 import { registry as defaultRegistry } from './registry';
 
+/** Queues whose jobs embed (extraction embeds its new facts inline with a local model). */
+const EMBEDDING_QUEUES = new Set<QueueName>(['embedding', 'reindex', 'extraction']);
+
 const DEFAULT_CONCURRENCY: Record<QueueName, number> = { maintenance: 1, extraction: 4, embedding: 2, reindex: 1, summarize: 1, import: 1 };
 
 export interface RunningWorker {
@@ -92,6 +95,13 @@ export async function startWorker(env: Env, log: Logger, opts: { handlers?: Regi
   await ensureSchedules();
   // A model or quantization changed through env since the index was built: reindex (a singleton).
   await ctx.reindex.reindexOnDrift().catch((err) => log.warn({ err: { message: (err as Error).message } }, 'drift check failed; repair-sweep will retry'));
+  // A local model loads now rather than inside the first chat's extraction or the first reindex batch.
+  if (served.some((q) => EMBEDDING_QUEUES.has(q))) {
+    void ctx.embedding
+      .warm(ctx.settings.memoryFresh())
+      .then((w) => w && log.info(w, 'embedding model loaded'))
+      .catch((err) => log.warn({ err: { message: (err as Error).message } }, 'embedding model could not be loaded at boot; jobs will retry it'));
+  }
   // The connection is ready by now (pinged above), so every later 'ready' is a reconnect.
   queues.connection.on('ready', () => {
     void ensureSchedules()

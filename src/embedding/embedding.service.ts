@@ -114,8 +114,13 @@ export class EmbeddingService {
     return e;
   }
 
-  /** Embeds each text (cache first); throws EmbeddingError when no source is usable or the source fails. */
-  async embedMany(texts: string[], settings: EmbeddingSettings, signal?: AbortSignal): Promise<EmbedManyResult> {
+  /**
+   * Embeds each text (cache first); throws EmbeddingError when no source is usable or the source fails.
+   * `useCache: false` (bulk jobs: reindex) neither reads nor fills the cache: each text is embedded once
+   * anyway, and 100k rows would only evict the queries the cache is for.
+   */
+  async embedMany(texts: string[], settings: EmbeddingSettings, signal?: AbortSignal, opts: { useCache?: boolean } = {}): Promise<EmbedManyResult> {
+    const useCache = opts.useCache ?? true;
     const started = performance.now();
     const d = this.detail(settings);
     let res = d.resolution;
@@ -132,7 +137,7 @@ export class EmbeddingService {
     texts.forEach((text, i) => {
       // An empty text has no meaning to embed; providers reject it anyway.
       if (text.trim() === '') return;
-      const hit = this.cache.get(keyOf(text, this.measured.get(idKey) ?? res.dimensions));
+      const hit = useCache ? this.cache.get(keyOf(text, this.measured.get(idKey) ?? res.dimensions)) : undefined;
       if (hit) {
         cached++;
         width ||= hit.length;
@@ -162,7 +167,7 @@ export class EmbeddingService {
       if (fresh.some((v) => v.length !== width)) throw new EmbeddingError('request_failed', res.source, res.model, 'source returned vectors of different widths');
       this.measured.set(idKey, width);
       missing.forEach((text, n) => {
-        this.cache.set(keyOf(text, width), fresh[n]);
+        if (useCache) this.cache.set(keyOf(text, width), fresh[n]);
         for (const i of pending.get(text) ?? []) vectors[i] = fresh[n];
       });
     }
@@ -173,6 +178,18 @@ export class EmbeddingService {
     if (width) res = withMeasuredDimensions(res, width);
     this.opts.log?.debug({ source: res.source, model: res.model, count: texts.length, cached, embedded: missing.length, zeroVectors }, 'embedded');
     return { vectors: out, resolution: res, cached, embedded: missing.length, zeroVectors, latencyMs: performance.now() - started };
+  }
+
+  /**
+   * Loads an in-process model (static, transformers) before the first job needs it and measures its
+   * width; null for a remote source or none (a boot never calls out). Throws what embedMany throws.
+   */
+  async warm(settings: EmbeddingSettings): Promise<{ source: string; ms: number } | null> {
+    const source = this.detail(settings).resolution.source;
+    if (source !== 'static' && source !== 'transformers') return null;
+    const started = performance.now();
+    await this.embedMany(['engram warm-up'], settings, undefined, { useCache: false });
+    return { source, ms: Math.round(performance.now() - started) };
   }
 
   /** Embeds one text; `vector` is null when it carries nothing the model knows. */

@@ -3,7 +3,8 @@ import path from 'node:path';
 import { testEnv, tempDir } from '../../test/helpers/env';
 import { startFakeHubServer, type FakeHubServer } from '../../test/helpers/fake-hub-server';
 import { safetensorsBytes, topicModelSpec, writeModel2VecFolder } from '../../test/helpers/model-fixtures';
-import { forgetStaticModels, loadStaticModel, parseSafetensors, StaticEmbedder, StaticModel, staticModelLocation } from './static';
+import { forgetStaticModels, loadStaticModel, parseSafetensors, splitsOnWhitespace, StaticEmbedder, StaticModel, staticModelLocation } from './static';
+import { mulberry32 } from '../../test/helpers/prng';
 import { cosine, isZeroVector } from './types';
 
 const norm = (v: Float32Array) => Math.sqrt(v.reduce((s, x) => s + x * x, 0));
@@ -55,12 +56,60 @@ describe('static (model2vec) source from a local folder', () => {
   });
 });
 
+describe('tokenizing piece by piece (whitespace-delimited pieces remembered)', () => {
+  it('gives exactly the tokenizer\'s ids on generated text: subwords, punctuation, case, accents, CJK, control and special tokens', () => {
+    const spec = topicModelSpec(8, 0);
+    spec.vocab.push('play', '##ing', '##ed', 'run', '##ner', 'café', '中', '文', 'hello', 'world');
+    const folder = writeModel2VecFolder(path.join(tempDir('pieces'), 'm'), spec);
+    const model = StaticModel.fromFolder(folder);
+    expect(model.cachesPieces).toBe(true);
+    const parts = [
+      'playing', 'played', 'runner', 'Cat', 'PIZZA', 'café', 'CAFÉ', 'cafe\u0301', '中文', 'hello,world', 'world!', '"python"', '(bug)',
+      '[CLS]', 'x[SEP]y', '[unk]', 'snow\u00a0rain', 'rain\u200bcloud', '\ufeffcat', 'dog\u0000', 'e-mail', "don't", '42', 'v2.5',
+      'a'.repeat(120), '🙂', 'ΟΔΟΣ', 'straße', '\t', '\n', '\r\n', '  ',
+    ];
+    const r = mulberry32(7);
+    for (let n = 0; n < 300; n++) {
+      const text = Array.from({ length: 1 + Math.floor(r() * 12) }, () => parts[Math.floor(r() * parts.length)]!).join([' ', '', '\t', '\n', '  '][Math.floor(r() * 5)]!);
+      expect(model.tokenIds(text)).toEqual(model.tokenIdsUncached(text));
+    }
+    // Twice: the second pass reads every piece from the map.
+    const long = Array.from({ length: 700 }, (_, i) => parts[i % parts.length]).join(' ');
+    expect(model.tokenIds(long)).toEqual(model.tokenIdsUncached(long));
+    expect(model.tokenIds(long)).toEqual(model.tokenIdsUncached(long));
+  });
+
+  it('is used only where whitespace always splits: not for byte-level BPE, Metaspace or a spaced added token', () => {
+    const bert = { normalizer: { type: 'BertNormalizer' }, pre_tokenizer: { type: 'BertPreTokenizer' }, model: { type: 'WordPiece' }, added_tokens: [{ content: '[CLS]' }] };
+    expect(splitsOnWhitespace(bert)).toBe(true);
+    expect(splitsOnWhitespace({ ...bert, pre_tokenizer: { type: 'ByteLevel' }, model: { type: 'BPE' } })).toBe(false);
+    expect(splitsOnWhitespace({ ...bert, pre_tokenizer: { type: 'Metaspace' }, model: { type: 'Unigram' } })).toBe(false);
+    expect(splitsOnWhitespace({ ...bert, normalizer: { type: 'Sequence' } })).toBe(false);
+    expect(splitsOnWhitespace({ ...bert, added_tokens: [{ content: 'new york' }] })).toBe(false);
+  });
+});
+
 describe('parseSafetensors', () => {
   it('reads the F32 [vocab, dim] matrix after the JSON header', () => {
     const data = Float32Array.from([1, 2, 3, 4, 5, 6]);
     const m = parseSafetensors(safetensorsBytes('embeddings', [3, 2], data));
     expect(m).toMatchObject({ name: 'embeddings', rows: 3, dim: 2 });
     expect(Array.from(m.data)).toEqual([1, 2, 3, 4, 5, 6]);
+  });
+
+  it('an aligned F32 tensor is read in place (no copy of the file); an unaligned one is copied and read the same', () => {
+    const data = Float32Array.from([1, 2, 3, 4, 5, 6]);
+    const aligned = parseSafetensors(safetensorsBytes('embeddings', [3, 2], data));
+    expect(Array.from(aligned.data)).toEqual([1, 2, 3, 4, 5, 6]);
+    const file = safetensorsBytes('embeddings', [3, 2], data);
+    const viewed = parseSafetensors(file);
+    expect(viewed.data.buffer).toBe(file.buffer);
+    // The same bytes one byte into a larger buffer: the tensor no longer starts on a 4-byte boundary.
+    const shifted = Buffer.alloc(file.length + 1);
+    file.copy(shifted, 1);
+    const copied = parseSafetensors(shifted.subarray(1));
+    expect(copied.data.buffer).not.toBe(shifted.buffer);
+    expect(Array.from(copied.data)).toEqual([1, 2, 3, 4, 5, 6]);
   });
 
   it('reads F16 tensors', () => {

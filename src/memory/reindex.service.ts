@@ -30,6 +30,11 @@ export interface ReindexResult {
 /** Why the index does not match the embedding model in effect (null: it matches, or nothing can be built). */
 export type DriftReason = 'no_index' | 'model_changed' | 'quantization_changed' | null;
 
+/** The one rule for which changes need a (new) vector: their content changed on a create, update or import. */
+function needsEmbedding(c: MemoryChange): boolean {
+  return c.contentChanged && (c.op === 'create' || c.op === 'update' || c.op === 'import');
+}
+
 const LIVE_STATES = new Set(['active', 'waiting', 'delayed', 'prioritized', 'paused', 'waiting-children']);
 
 /**
@@ -59,11 +64,46 @@ export class ReindexService {
    */
   async enqueueEmbeds(changes: MemoryChange[], opts: { bulk?: boolean } = {}): Promise<number> {
     const inputs = changes
-      .filter((c) => c.contentChanged && (c.op === 'create' || c.op === 'update' || c.op === 'import'))
+      .filter(needsEmbedding)
       .map((c) => ({ memoryId: c.memory.id, contentHash: c.memory.contentHash }));
     if (opts.bulk) return this.d.queues.enqueueMany('embed-memory', inputs);
     await Promise.all(inputs.map((input) => this.d.queues.enqueue('embed-memory', input)));
     return inputs.length;
+  }
+
+  /**
+   * Embeds the changed rows of one extraction in the job that wrote them when the source runs in
+   * this process (static, transformers): one embed call and one vec0 transaction instead of an
+   * `embed-memory` job per fact, which saves a queue hop per chat. Whatever it cannot finish here
+   * (a remote source, no index for this model yet, an embedding or SQLite error) is queued as
+   * `embed-memory` exactly as before, so the retry and reindex paths stay the same. The upsert is
+   * keyed by row and content hash: a second run stores the same vectors and changes nothing else.
+   */
+  async embedInline(changes: MemoryChange[]): Promise<{ inline: number; queued: number }> {
+    const wanted = changes.filter(needsEmbedding);
+    if (wanted.length === 0) return { inline: 0, queued: 0 };
+    const queue = async () => ({ inline: 0, queued: await this.enqueueEmbeds(wanted) });
+    const settings = this.d.settings.memoryFresh();
+    const source = this.d.embedding.resolve(settings).source;
+    if ((source !== 'static' && source !== 'transformers') || !this.d.vectors.available()) return queue();
+    try {
+      const { vectors, resolution } = await this.d.embedding.embedMany(
+        wanted.map((c) => c.memory.content),
+        settings,
+      );
+      const signature = this.d.vectors.signatureFor(resolution);
+      // No index for this model yet (or it is being rebuilt): embed-memory asks for the reindex.
+      if (!signature || this.d.vectors.activeSignature() !== signature) return queue();
+      const res = await this.d.vectors.upsert(
+        wanted.map((c, i) => ({ rowId: c.memory.rowId, apiKeyId: c.memory.apiKeyId, vector: vectors[i] ?? new Float32Array(resolution.dimensions ?? 0), contentHash: c.memory.contentHash })),
+        signature,
+      );
+      if (res.missing < wanted.length) await this.d.qdrantSync?.enqueueSync(wanted.map((c) => c.memory.id));
+      return { inline: wanted.length, queued: 0 };
+    } catch (err) {
+      this.d.log.warn({ err: { message: (err as Error).message }, rows: wanted.length }, 'inline embedding failed; embed-memory jobs queued instead');
+      return queue();
+    }
   }
 
   /** The reindex job that is waiting or running, if any (null while Redis is unreachable). */
@@ -180,7 +220,7 @@ export class ReindexService {
       log.info({ flagged }, 'reindex: every memory flagged');
     }
     // Measure the model (dimensions are never assumed) and make sure the index matches it.
-    const probe = await embedding.embedOne('engram dimension probe', settings);
+    const probe = await embedding.embedMany(['engram dimension probe'], settings, undefined, { useCache: false });
     const signature = vectors.signatureFor(probe.resolution);
     const dim = probe.resolution.dimensions;
     if (!signature || !dim) throw new Error('could not measure the embedding dimensions');
@@ -205,6 +245,8 @@ export class ReindexService {
         const { vectors: embedded } = await embedding.embedMany(
           rows.map((r) => r.content),
           settings,
+          undefined,
+          { useCache: false },
         );
         const res = await vectors.upsert(
           rows.map((r, i) => ({ rowId: r.rowId, apiKeyId: r.apiKeyId, vector: embedded[i] ?? new Float32Array(dim), contentHash: r.contentHash })),

@@ -92,6 +92,20 @@ export class VectorRepository {
     return this.stmt('DELETE FROM vec_memories WHERE memory_id = ?').run(BigInt(rowId)).changes > 0;
   }
 
+  /** Whether the memory has a vector row (a vec0 point lookup by primary key, ~1 µs). */
+  vectorExists(rowId: number): boolean {
+    return this.stmt('SELECT 1 FROM vec_memories WHERE memory_id = ?').get(BigInt(rowId)) !== undefined;
+  }
+
+  /**
+   * Overwrites a float vector in its chunk slot: about a third of the CPU of a delete + insert
+   * (measured on 100k rows, vec0 0.1.9). Float tables only: 0.1.9 rejects an UPDATE to
+   * vec_quantize_int8's output ("expected to be of type int8").
+   */
+  updateFloatVector(rowId: number, blob: Buffer): boolean {
+    return this.stmt('UPDATE vec_memories SET embedding = ? WHERE memory_id = ?').run(blob, BigInt(rowId)).changes > 0;
+  }
+
   insertVector(rowId: number, apiKeyId: string, blob: Buffer, quantization: VecQuantization): void {
     this.stmt(`INSERT INTO vec_memories (memory_id, api_key_id, embedding) VALUES (?, ?, ${queryExpr('?', quantization)})`).run(
       BigInt(rowId),

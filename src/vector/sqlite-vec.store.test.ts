@@ -154,6 +154,26 @@ describe('SqliteVecStore', () => {
       expect(hit!.score).toBeCloseTo(1, 5);
     });
 
+    it('re-embedding overwrites a float vector in place and replaces an int8 one: one row each, the latest vector wins', () => {
+      const { store, create } = fresh();
+      const rows = create([memoryInput(), memoryInput(), memoryInput()]);
+      const batch = (i: number) => rows.map((m, j) => ({ rowId: m.rowId, apiKeyId: m.apiKeyId, vector: axis(4, (i + j) % 4), contentHash: m.contentHash }));
+      for (const quant of ['none', 'int8'] as const) {
+        store.rebuild(sig(store, 4, 'm', quant), 4);
+        for (let i = 0; i <= 5; i++) expect(store.upsertMany(batch(i))).toEqual({ stored: 3, cleared: 3, zeroVectors: 0, missing: 0 });
+        expect(store.stats()).toMatchObject({ rowCount: 3, needsReindex: 0 });
+        // After batch 5, row j holds axis (5 + j) % 4: row 0 → 1, row 1 → 2, row 2 → 3.
+        for (const [j, m] of rows.entries()) {
+          const [hit] = store.knn('key-a', axis(4, (5 + j) % 4), 1, { nowIso: now() });
+          expect(hit).toMatchObject({ rowId: m.rowId });
+          expect(hit!.score).toBeCloseTo(1, 2);
+        }
+        // A zero vector still removes the stored one.
+        store.upsertOne(rows[0]!.rowId, 'key-a', vec(0, 0, 0, 0), rows[0]!.contentHash);
+        expect(store.stats().rowCount).toBe(2);
+      }
+    });
+
     it('a stale-hash upsert stores the vector but never clears the newer edit\'s flag', () => {
       const { s, store, create } = fresh();
       const [m] = create([memoryInput({ content: 'old text' })]);

@@ -181,8 +181,18 @@ export class SqliteVecStore implements VectorStore {
     if (owner.apiKeyId !== row.apiKeyId) {
       throw new VectorInputError('tenant_mismatch', `memory ${row.rowId} belongs to another API key`);
     }
-    this.repo.deleteVector(row.rowId);
-    if (unit) this.repo.insertVector(row.rowId, row.apiKeyId, toBlob(unit), quantization);
+    // The tenant is the vec0 partition and a memory never changes owner, so an existing row is overwritten in place.
+    const exists = this.repo.vectorExists(row.rowId);
+    if (!unit) {
+      if (exists) this.repo.deleteVector(row.rowId);
+    } else if (!exists) {
+      this.repo.insertVector(row.rowId, row.apiKeyId, toBlob(unit), quantization);
+    } else if (quantization === 'none') {
+      this.repo.updateFloatVector(row.rowId, toBlob(unit));
+    } else {
+      this.repo.deleteVector(row.rowId);
+      this.repo.insertVector(row.rowId, row.apiKeyId, toBlob(unit), quantization);
+    }
     const cleared = this.repo.clearNeedsReindex(row.rowId, row.contentHash);
     return { stored: unit !== null, cleared, skipped: unit ? null : 'zero_vector' };
   }

@@ -7,8 +7,9 @@ const PROVENANCE_KEYS = ['extractedAt', 'requestId'] as const satisfies readonly
 
 /**
  * Rules first (DESIGN §6): facts from the user's own words (the assistant's only when
- * `extractFromAssistant` is on), upserted in one transaction with history, then one
- * `embed-memory` per changed row. Re-running the same job converges (upserts keyed by fact key).
+ * `extractFromAssistant` is on), upserted in one transaction with history, then their vectors:
+ * inline with a local model, else one `embed-memory` per changed row. Re-running the same job
+ * converges (upserts keyed by fact key).
  */
 export const extractFacts: Handler<'extract-facts'> = async (data, { job, ctx }) => {
   const settings = ctx.settings.memoryFresh();
@@ -33,7 +34,8 @@ export const extractFacts: Handler<'extract-facts'> = async (data, { job, ctx })
   const changes = ctx.memory.upsertMany(inputs, { source: 'extraction', jobId: job.id ?? null, requestId: data.requestId }, 'create', {
     provenanceKeys: PROVENANCE_KEYS,
   });
-  const embeds = await ctx.reindex.enqueueEmbeds(changes);
+  // A local model embeds the new facts right here (one hop from chat to injectable); otherwise, or on failure, embed-memory jobs.
+  const embeds = await ctx.reindex.embedInline(changes);
   const reasserted = changes.filter((c) => c.reasserted).length;
-  return { facts: facts.length, changed: changes.length - reasserted, reasserted, embedsQueued: embeds };
+  return { facts: facts.length, changed: changes.length - reasserted, reasserted, embeddedInline: embeds.inline, embedsQueued: embeds.queued };
 };
