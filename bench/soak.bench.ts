@@ -60,6 +60,8 @@ interface Sample {
   dbMb: number;
   requests: number;
   errors: number;
+  /** The machine's 1-minute load average: the event-loop delay follows it on a shared machine. */
+  load1: number;
 }
 
 /** Growth limits per series: the last third's mean may exceed the first third's by at most ratio× AND slack. */
@@ -161,13 +163,18 @@ export async function runSoakBench(): Promise<void> {
   const dispatcher = new Agent({ connections: 16, keepAliveTimeout: 30_000 });
   const errors: string[] = [];
   let requests = 0;
+  /** Latency of every request by kind, with when it started (ms since the start), for the per-kind table. */
+  const timings: { kind: string; at: number; ms: number }[] = [];
+  let startedAt = Date.now();
   const mgmt = { authorization: `Bearer ${token}` };
 
   async function call(kind: string, method: string, url: string, opts: { headers?: Record<string, string>; body?: string | Buffer; expect?: number[] } = {}): Promise<string> {
     requests++;
+    const t0 = performance.now();
     try {
       const r = await request(`${base}${url}`, { method: method as 'GET', dispatcher, headers: { ...(opts.body !== undefined && typeof opts.body === 'string' ? { 'content-type': 'application/json' } : {}), ...opts.headers }, body: opts.body, headersTimeout: 30_000, bodyTimeout: 30_000 });
       const text = await r.body.text();
+      timings.push({ kind, at: Date.now() - startedAt, ms: performance.now() - t0 });
       if (!(opts.expect ?? [200, 201, 202, 204]).includes(r.statusCode)) errors.push(`${kind}: ${r.statusCode} ${text.slice(0, 200)}`);
       return text;
     } catch (err) {
@@ -186,6 +193,7 @@ export async function runSoakBench(): Promise<void> {
     await call('setup', 'PUT', '/api/settings/memory', { headers: mgmt, body: JSON.stringify({ enabled: true, embeddingSource: 'static', staticEnabled: true, strategy: 'hybrid' }) });
 
     const started = Date.now();
+    startedAt = started;
     const running = () => Date.now() - started < durationMs;
     const loops: Promise<void>[] = [];
 
@@ -270,6 +278,7 @@ export async function runSoakBench(): Promise<void> {
         dbMb: fileMb(db),
         requests,
         errors: errors.length,
+        load1: Number(os.loadavg()[0].toFixed(1)),
       });
       const s = samples[samples.length - 1];
       process.stdout.write(`  t=${s.t}s api ${s.apiRssMb} MB, worker ${s.workerRssMb} MB, queue ${s.queueDepth}, outbox ${s.outbox}, wal ${s.walMb} MB, requests ${s.requests}, errors ${s.errors}\n`);
@@ -303,6 +312,16 @@ export async function runSoakBench(): Promise<void> {
       return { series: k, 'first third mean': Number(first.toFixed(1)), 'last third mean': Number(last.toFixed(1)), max: Math.max(...series), limit: `×${g!.ratio} and +${g!.slack}`, verdict: grows ? 'GROWS' : 'bounded' };
     });
     console.table(verdict);
+    // Request latency per kind, first third of the run against the last: what got slower as the data grew.
+    const pct = (xs: number[], p: number) => (xs.length ? Number(xs.sort((a, b) => a - b)[Math.min(xs.length - 1, Math.ceil((p / 100) * xs.length) - 1)].toFixed(1)) : NaN);
+    const kinds = [...new Set(timings.map((x) => x.kind))].filter((k) => !['setup', 'metrics', 'jobs'].includes(k));
+    console.table(
+      kinds.map((k) => {
+        const early = timings.filter((x) => x.kind === k && x.at < durationMs / 3).map((x) => x.ms);
+        const late = timings.filter((x) => x.kind === k && x.at >= (2 * durationMs) / 3 && x.at <= durationMs).map((x) => x.ms);
+        return { kind: k, 'n first third': early.length, 'p50 ms first': pct(early, 50), 'p99 ms first': pct(early, 99), 'n last third': late.length, 'p50 ms last': pct(late, 50), 'p99 ms last': pct(late, 99) };
+      }),
+    );
     const last = samples[samples.length - 1];
     const byKind = new Map<string, number>();
     for (const e of errors) byKind.set(e.split(':')[0], (byKind.get(e.split(':')[0]) ?? 0) + 1);

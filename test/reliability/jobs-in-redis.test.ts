@@ -80,7 +80,7 @@ describe('job payloads and retention in Redis (raw keys)', () => {
     fake = await startFakeUpstream();
     t = buildTestApi(testEnv({ UPSTREAM_BASE_URL: `${fake.url}/v1`, UPSTREAM_API_KEY: 'upstream-secret', REPAIR_SWEEP_EVERY_MS: '0', EXPIRE_EVERY_MS: '0', COMPACT_EVERY_MS: '0' }));
     await waitUntil(() => t.ctx.queues.isReady(), 10_000, 'redis');
-    t.ctx.settings.updateMemory({ enabled: true, strategy: 'exact' });
+    t.ctx.settings.updateMemory({ enabled: true });
     key = t.ctx.apiKeys.create('redis-payloads');
   });
   afterAll(async () => {
