@@ -92,13 +92,15 @@ function tooLarge(res: Response): void {
  */
 export function refuseOversizedBody(limit: number, types: string[]): RequestHandler {
   return (req, res, next) => {
+    // Other bodies are not this parser's: a route that streams its own (the import upload) has its own limit.
+    if (!req.is(types)) return next();
     const declared = req.headers['content-length'];
     if (declared !== undefined) {
       if (Number(declared) > limit) return tooLarge(res);
       return next();
     }
     // Only when the next parser will read the stream anyway: counting puts it in flowing mode.
-    if (req.headers['transfer-encoding'] !== undefined && req.is(types)) {
+    if (req.headers['transfer-encoding'] !== undefined) {
       let seen = 0;
       const count = (chunk: Buffer) => {
         seen += chunk.length;

@@ -264,6 +264,21 @@ describe('request bodies are never read before authentication', () => {
     expect((await partialBodyRequest(port, 'POST', '/v1/chat/completions', { ...json, Authorization: `Bearer ${clientKey}` }, 300 * 1_048_576, 1024)).status).toBe(413);
   });
 
+  it('the JSON limit is not applied to bodies the JSON parser does not read: an import upload over it is taken', async () => {
+    const small = buildTestApi(testEnv({ BODY_LIMIT_BYTES: '1024' }));
+    try {
+      const line = (i: number) => JSON.stringify({ id: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`, apiKeyId: 'k-import', type: 'factual', key: `k:${i}`, content: `Imported fact number ${i} about the garden.`, metadata: {} });
+      const ndjson = Array.from({ length: 100 }, (_, i) => line(i)).join('\n');
+      expect(Buffer.byteLength(ndjson)).toBeGreaterThan(4 * 1024);
+      const r = await request(small.app).post('/api/memory/import').set({ ...mgmt, 'content-type': 'application/x-ndjson' }).send(ndjson);
+      expect(r.status).toBe(202);
+      // …while a JSON body over it is still refused.
+      expect((await request(small.app).post('/api/memory').set(mgmt).send({ key: 'k', content: 'x'.repeat(2000) })).status).toBe(413);
+    } finally {
+      await small.close();
+    }
+  });
+
   it('/admin/login reads its body before the token is known, but only 4 KB of it: a larger one is refused unread', async () => {
     const r = await partialBodyRequest(port, 'POST', '/admin/login', { 'Content-Type': 'application/x-www-form-urlencoded' }, HUGE, 1024);
     expect(r.status).toBe(413);
