@@ -11,6 +11,8 @@ import { runRetrievalAbBench } from './retrieval-ab.bench';
 import { runRrfWeightBench } from './rrf-weights.bench';
 import { runVectorBench } from './vector.bench';
 import { runTransferBench } from './transfer.bench';
+import { runLoadBench } from './load.bench';
+import { runSoakBench } from './soak.bench';
 
 interface Bench {
   name: string;
@@ -32,6 +34,8 @@ export const BENCHES: Bench[] = [
   { name: 'proxy', title: 'Chat proxy added latency', run: runProxyBench },
   { name: 'proxy-targets', title: 'Issue 14 request path: proxy overhead, api CPU per chat, req/s share of upstream direct, api RSS (autocannon; --before=<dist root>, --profile=<dir>)', run: runProxyTargetsBench },
   { name: 'transfer', title: 'Import (50k NDJSON rows, worker job) and export (200k rows): rows/s and peak RSS', run: runTransferBench },
+  { name: 'load', title: 'Proxy and retrieve-preview under load (autocannon, 32 connections): req/s, p50/p99, errors, api RSS vs upstream direct (issue #15)', run: runLoadBench },
+  { name: 'soak', title: 'Soak: mixed traffic against spawned api + worker, sampled every 10 s (--minutes=N, default 10; issue #15)', run: runSoakBench },
   { name: 'qdrant', title: 'Qdrant tier: search p50 through the store vs sqlite-vec KNN, backfill rows/s (against the fake Qdrant)', run: runQdrantBench },
 ];
 

@@ -18,6 +18,7 @@ import { JobEventsHub } from './queue/job-events';
 import { checkEvictionPolicy } from './queue/redis';
 import { installProcessGuards } from './process-guards';
 import { Shutdown } from './shutdown';
+import { AuthThrottle } from './http/auth-throttle';
 
 export interface RunningApi {
   ctx: ApiContext;
@@ -53,6 +54,7 @@ export function buildApiContext(env: Env, log: Logger, opts: { dbFile?: string; 
     apiKeys: new ApiKeyService(services.db.db),
     managementToken,
     adminSessions: new AdminSessionService(services.db.db, managementToken),
+    authThrottle: new AuthThrottle({ failures: env.AUTH_FAILURE_LIMIT, windowMs: env.AUTH_FAILURE_WINDOW_MS, blockMs: env.AUTH_BLOCK_MS }),
     dashboardDir: opts.dashboardDir ?? defaultDashboardDir(),
     jobEvents: new JobEventsHub(env, log),
     retrieval,

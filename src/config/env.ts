@@ -39,6 +39,10 @@ export const envSchema = z.object({
   BODY_LIMIT_BYTES: int(1_048_576, 1024, 64 * 1_048_576),
   PROXY_BODY_LIMIT_BYTES: int(20 * 1_048_576, 1024, 256 * 1_048_576),
   SHUTDOWN_GRACE_MS: int(10_000, 0, 600_000),
+  /** Brute-force brake (src/http/auth-throttle.ts): wrong credentials one IP may present per window before it is refused (429) for AUTH_BLOCK_MS; 0 = off. */
+  AUTH_FAILURE_LIMIT: int(20, 0, 1_000_000),
+  AUTH_FAILURE_WINDOW_MS: int(600_000, 1000, 86_400_000),
+  AUTH_BLOCK_MS: int(900_000, 1000, 86_400_000),
   SQLITE_BUSY_TIMEOUT_MS: int(5000, 5000, 120_000),
   VECTOR_STORE_DISABLE_VEC: envBool(false),
   MEMORY_CACHE_MAX: int(500, 1, 1_000_000),

@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import express, { type Express, type Router } from 'express';
 import cookieParser from 'cookie-parser';
+import helmet from 'helmet';
 import type { ApiContext } from './api-context';
 import type { Logger } from '../logger';
 import type { Metrics } from '../metrics';
@@ -25,6 +26,27 @@ const API_MAX_JSON_DEPTH = 64;
 const PROXY_MAX_JSON_DEPTH = 256;
 
 const REQUEST_ID_RE = /^[A-Za-z0-9._-]{1,64}$/;
+
+/**
+ * Headers every answer carries (helmet): nosniff, X-Frame-Options DENY (no Engram page is ever framed),
+ * Referrer-Policy no-referrer, COOP/CORP same-origin, and the rest of helmet's defaults. Two are left to
+ * their owners: the Content-Security-Policy (the dashboard sets its strict one, /admin its frame-ancestors;
+ * the docs page loads swagger-ui) and HSTS (Engram speaks plain HTTP on 127.0.0.1; the TLS terminator
+ * in front decides).
+ */
+const securityHeaders = helmet({ contentSecurityPolicy: false, strictTransportSecurity: false, xFrameOptions: { action: 'deny' } });
+
+/** Answers that carry memories, keys, jobs or a session are never stored by a browser or a proxy (set before auth: errors too). */
+const noStore: express.RequestHandler = (_req, res, next) => {
+  res.setHeader('cache-control', 'no-store');
+  next();
+};
+
+/** /admin: the login form and bull-board are never framed (clickjacking), also where only CSP is honoured. */
+const adminFrameAncestors: express.RequestHandler = (_req, res, next) => {
+  res.setHeader('content-security-policy', "frame-ancestors 'none'");
+  next();
+};
 
 /** A router with the prefix it is mounted at, so the route table can be walked (auth test). */
 export type MountedRouter = Router & { mountPath?: string };
@@ -74,6 +96,9 @@ export function createApp(ctx: ApiContext, metrics: Metrics): Express {
     });
     next();
   });
+  app.use(securityHeaders);
+  app.use(['/api', '/v1', '/mcp', '/admin'], noStore);
+  app.use('/admin', adminFrameAncestors);
   const system: MountedRouter = systemRoutes(ctx, metrics);
   system.mountPath = '';
   app.use(system);
@@ -82,7 +107,7 @@ export function createApp(ctx: ApiContext, metrics: Metrics): Express {
 
   // Authenticate first, parse second: a body is read (up to its limit) only for a caller who may send one.
   // Chat requests can carry images: their own, larger limit and a deeper nesting limit.
-  app.use('/v1', useOpenAiErrors, requireApiKey(ctx.apiKeys), jsonBody({ limit: ctx.env.PROXY_BODY_LIMIT_BYTES, maxDepth: PROXY_MAX_JSON_DEPTH, keepRaw: true }));
+  app.use('/v1', useOpenAiErrors, requireApiKey(ctx.apiKeys, ctx.authThrottle), jsonBody({ limit: ctx.env.PROXY_BODY_LIMIT_BYTES, maxDepth: PROXY_MAX_JSON_DEPTH, keepRaw: true }));
   mount(app, '/v1', proxyRoutes(ctx));
   // MCP over streamable HTTP: its own auth (client key or management token), then its own body parser.
   mount(app, '/mcp', mcpRoutes(ctx));
@@ -90,7 +115,7 @@ export function createApp(ctx: ApiContext, metrics: Metrics): Express {
   app.use(
     '/api',
     cookieParser(),
-    requireManagement(ctx.managementToken, { sessions: ctx.adminSessions, cookieNeedsCsrfHeader: true }),
+    requireManagement(ctx.managementToken, { sessions: ctx.adminSessions, cookieNeedsCsrfHeader: true, throttle: ctx.authThrottle }),
     // JSON only (the dashboard and scripts send JSON; a form body is a 415 in handle()); /api/memory/import reads its raw body itself.
     jsonBody({ limit: ctx.env.BODY_LIMIT_BYTES, maxDepth: API_MAX_JSON_DEPTH }),
   );

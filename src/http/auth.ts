@@ -4,6 +4,7 @@ import type { ApiKeyService } from '../auth/api-keys.service';
 import { safeEqual } from '../auth/management-token';
 import type { ApiKeyRecord } from '../auth/api-key.repository';
 import { sendError } from './error-handler';
+import { type AuthThrottle, clientIp, sendThrottled } from './auth-throttle';
 
 /** The operators' browser session cookie (its value is a random session id, see AdminSessionService). */
 export const MGMT_COOKIE = 'engram_mgmt';
@@ -39,11 +40,22 @@ export function bearer(req: Request): string | null {
  * the CSRF_HEADER (403 `csrf_header_required` / `cross_site_refused` otherwise). 401 without credentials (a browser GET is redirected to `loginRedirect`), 403 for a wrong
  * token. A revoked, expired or foreign session counts as no credentials: the browser signs in again.
  */
-export function requireManagement(token: string, opts: { sessions?: AdminSessionService; loginRedirect?: string; cookieNeedsCsrfHeader?: boolean } = {}): RequestHandler {
-  return (req, res, next) => {
+export function requireManagement(
+  token: string,
+  opts: { sessions?: AdminSessionService; loginRedirect?: string; cookieNeedsCsrfHeader?: boolean; throttle?: AuthThrottle } = {},
+): RequestHandler {
+  return async (req, res, next) => {
     const header = bearer(req);
     if (header) {
-      if (!safeEqual(header, token)) return sendError(res, 403, 'forbidden', 'Invalid management token');
+      const ip = clientIp(req);
+      const verdict = opts.throttle ? await opts.throttle.check(ip, header) : { blocked: false as const };
+      if (verdict.blocked) return sendThrottled(res, verdict);
+      if (!safeEqual(header, token)) {
+        const after = opts.throttle ? await opts.throttle.failed(ip) : { blocked: false as const };
+        if (after.blocked) return sendThrottled(res, after);
+        return sendError(res, 403, 'forbidden', 'Invalid management token');
+      }
+      opts.throttle?.succeeded(ip, header);
     } else {
       const cookie = opts.sessions ? (req.cookies?.[MGMT_COOKIE] as string | undefined) : undefined;
       if (cookie && opts.cookieNeedsCsrfHeader) {
@@ -69,13 +81,21 @@ export function requireManagement(token: string, opts: { sessions?: AdminSession
 }
 
 /** Client API key auth for /v1: Bearer egk_… (or x-api-key); 401 without and for an unknown or revoked key, as OpenAI answers. */
-export function requireApiKey(keys: ApiKeyService): RequestHandler {
-  return (req, res, next) => {
+export function requireApiKey(keys: ApiKeyService, throttle?: AuthThrottle): RequestHandler {
+  return async (req, res, next) => {
     const presented = bearer(req) ?? (typeof req.headers['x-api-key'] === 'string' ? req.headers['x-api-key'] : null);
     if (!presented) return sendError(res, 401, 'unauthorized', "You didn't provide an API key (Authorization: Bearer <key>)");
+    const ip = clientIp(req);
+    const verdict = throttle ? await throttle.check(ip, presented) : { blocked: false as const };
+    if (verdict.blocked) return sendThrottled(res, verdict);
     const rec = keys.verify(presented);
     // Never echo what was presented.
-    if (!rec) return sendError(res, 401, 'unauthorized', 'Incorrect or revoked API key provided');
+    if (!rec) {
+      const after = throttle ? await throttle.failed(ip) : { blocked: false as const };
+      if (after.blocked) return sendThrottled(res, after);
+      return sendError(res, 401, 'unauthorized', 'Incorrect or revoked API key provided');
+    }
+    throttle?.succeeded(ip, presented);
     res.locals.auth = { kind: 'apiKey', key: rec };
     next();
   };

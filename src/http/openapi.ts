@@ -82,10 +82,12 @@ function errorResponses(audience: Audience, meta: RouteMeta | null, hasPathParam
   if (audience === 'management') {
     out['401'] = r('No credentials');
     out['403'] = r('Wrong management token');
+    out['429'] = r('Too many wrong credentials from this address (AUTH_FAILURE_LIMIT per AUTH_FAILURE_WINDOW_MS): refused for AUTH_BLOCK_MS, see `Retry-After`');
     if (hasPathParams) out['404'] = r('Not found');
     out['503'] = r('A dependency (Redis, a memory backend) is down; retry after `Retry-After` seconds');
   } else if (audience === 'client' || audience === 'mcp') {
     out['401'] = r('No, unknown or revoked credentials');
+    out['429'] = r('Too many wrong credentials from this address (AUTH_FAILURE_LIMIT per AUTH_FAILURE_WINDOW_MS): refused for AUTH_BLOCK_MS, see `Retry-After`');
   }
   return out;
 }

@@ -2,6 +2,7 @@ import express, { type NextFunction, type Request, type RequestHandler, type Res
 import type { z } from 'zod';
 import { AppError, validationError } from '../errors';
 import { attachRouteMeta, type RequestSchemas, type RouteDoc } from './route-doc';
+import { sendError } from './error-handler';
 
 /**
  * The route pattern a request matched, as declared (`/api/memory/:id`), or null before/without a match.
@@ -78,6 +79,52 @@ export function jsonDepthExceeds(buf: Buffer, max: number): boolean {
  * body is a 400 (`json_too_deep`) instead of a stack overflow later (JSON.stringify, zod, the upstream call).
  */
 export function jsonBody(opts: { limit: number; maxDepth: number; keepRaw?: boolean }): RequestHandler {
+  const bounded = refuseOversizedBody(opts.limit, ['application/json']);
+  const parse = jsonParser(opts);
+  return (req, res, next) => bounded(req, res, (err?: unknown) => (err ? next(err) : res.headersSent ? undefined : parse(req, res, next)));
+}
+
+function tooLarge(res: Response): void {
+  // The rest of the body is never read: the connection goes once this answer is written.
+  res.setHeader('connection', 'close');
+  sendError(res, 413, 'payload_too_large', 'Request body is too large');
+}
+
+/**
+ * Refuses a body over `limit` without reading it. body-parser's own limit keeps no more than `limit`
+ * bytes but reads (and drops) the whole body before it answers 413, so a client could make the server
+ * read any amount — before authentication on /admin/login. Here a declared Content-Length over the limit
+ * is answered at once; a chunked body of one of `types` (the ones the parser after this reads) is
+ * counted as it arrives and answered the moment it passes the limit. Either way with `Connection: close`.
+ */
+export function refuseOversizedBody(limit: number, types: string[]): RequestHandler {
+  return (req, res, next) => {
+    // Other bodies are not this parser's: a route that streams its own (the import upload) has its own limit.
+    if (!req.is(types)) return next();
+    const declared = req.headers['content-length'];
+    if (declared !== undefined) {
+      if (Number(declared) > limit) return tooLarge(res);
+      return next();
+    }
+    // Only when the next parser will read the stream anyway: counting puts it in flowing mode.
+    if (req.headers['transfer-encoding'] !== undefined) {
+      let seen = 0;
+      const count = (chunk: Buffer) => {
+        seen += chunk.length;
+        if (seen <= limit) return;
+        req.off('data', count);
+        if (!res.headersSent) tooLarge(res);
+        // Stop reading: what follows is discarded with the connection.
+        req.pause();
+        req.socket.destroySoon();
+      };
+      req.on('data', count);
+    }
+    next();
+  };
+}
+
+function jsonParser(opts: { limit: number; maxDepth: number; keepRaw?: boolean }): RequestHandler {
   return express.json({
     limit: opts.limit,
     verify: (req, _res, buf, encoding) => {

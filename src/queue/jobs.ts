@@ -59,6 +59,9 @@ export const JOBS = {
       requestId: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/),
     }),
     jobId: (d) => `extract-${d.requestId}`,
+    // The payload is the user's chat text: once the facts are in SQLite it has no reason to stay in Redis
+    // (the default keeps 1000 completed jobs for a day). A failed one is kept a day for diagnosis.
+    options: { removeOnComplete: true, removeOnFail: { age: 24 * 3600, count: 1000 } },
   }),
   'embed-memory': spec({
     queue: 'embedding',

@@ -47,6 +47,8 @@ export function testEnv(overrides: Record<string, string | undefined> = {}): Env
     MANAGEMENT_TOKEN: TEST_TOKEN,
     LOG_LEVEL: 'silent',
     REDIS_URL: testRedisUrl(),
+    // The brute-force brake is off in tests that send many wrong credentials on purpose (auth tables, fuzzers); test/reliability/abuse.test.ts turns it on.
+    AUTH_FAILURE_LIMIT: '0',
     ...overrides,
   });
 }

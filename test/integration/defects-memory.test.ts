@@ -1,3 +1,4 @@
+import { QueueEvents } from 'bullmq';
 import { startWorker, type RunningWorker } from '../../workers/main';
 import { buildTestApi, type TestApi } from '../helpers/api';
 import { silentLog, testEnv } from '../helpers/env';
@@ -6,21 +7,28 @@ import { waitUntil } from '../helpers/wait';
 describe('D9: a fact stated again, unchanged, through the real extract-facts worker', () => {
   let t: TestApi;
   let w: RunningWorker;
+  // A finished extract-facts job is removed at once (its payload is chat text): its result is read from the queue's events.
+  let events: QueueEvents;
+  const finished = new Map<string, (r: { returnvalue: unknown }) => void>();
   beforeAll(async () => {
     t = buildTestApi(testEnv({ REPAIR_SWEEP_EVERY_MS: '0', EXPIRE_EVERY_MS: '0' }));
+    events = new QueueEvents('extraction', { connection: { url: t.env.REDIS_URL, maxRetriesPerRequest: null }, prefix: t.env.QUEUE_PREFIX });
+    events.on('error', () => undefined);
+    events.on('completed', ({ jobId, returnvalue }) => finished.get(jobId)?.({ returnvalue }));
+    await events.waitUntilReady();
     w = await startWorker(t.env, silentLog());
   });
   afterAll(async () => {
+    await events.close();
     await w.stop();
     await t.close();
   });
 
   const extract = async (requestId: string) => {
+    const done = new Promise<{ returnvalue: unknown }>((resolve) => finished.set(`extract-${requestId}`, resolve));
     const { jobId } = await t.ctx.queues.enqueue('extract-facts', { apiKeyId: 'tenant-d9', userText: 'I really prefer dark mode.', requestId });
-    return waitUntil(async () => {
-      const j = await t.ctx.queues.queue('extraction').getJob(jobId);
-      return j?.finishedOn ? j : null;
-    }, 10_000, `extraction ${requestId}`);
+    expect(jobId).toBe(`extract-${requestId}`);
+    return waitUntil(() => Promise.race([done, new Promise<null>((r) => setTimeout(() => r(null), 100))]), 10_000, `extraction ${requestId}`);
   };
 
   it('is counted as a re-assertion: one history row, no embedding, updated_at refreshed', async () => {
@@ -51,11 +59,9 @@ describe('D9: a fact stated again, unchanged, through the real extract-facts wor
   });
 
   it('a changed statement of the same fact is a real change, with its history row and an embedding', async () => {
-    const { jobId } = await t.ctx.queues.enqueue('extract-facts', { apiKeyId: 'tenant-d9', userText: 'I prefer dark mode.', requestId: 'd9-r5' });
-    const job = await waitUntil(async () => {
-      const j = await t.ctx.queues.queue('extraction').getJob(jobId);
-      return j?.finishedOn ? j : null;
-    }, 10_000, 'extraction d9-r5');
+    const done = new Promise<{ returnvalue: unknown }>((resolve) => finished.set('extract-d9-r5', resolve));
+    await t.ctx.queues.enqueue('extract-facts', { apiKeyId: 'tenant-d9', userText: 'I prefer dark mode.', requestId: 'd9-r5' });
+    const job = await waitUntil(() => Promise.race([done, new Promise<null>((r) => setTimeout(() => r(null), 100))]), 10_000, 'extraction d9-r5');
     expect(job.returnvalue).toMatchObject({ facts: 1, changed: 1, reasserted: 0, embedsQueued: 1 });
     const memory = t.ctx.memory.findByKey('tenant-d9', 'preference:dark_mode')!;
     expect(memory.content).toBe('prefers dark mode');

@@ -9,7 +9,12 @@ import { safeEqual } from '../../auth/management-token';
 import type { AdminSessionService } from '../../auth/admin-sessions.service';
 import { MGMT_COOKIE, MGMT_COOKIE_PATH, clearSessionCookie, requireManagement } from '../auth';
 import { sendError } from '../error-handler';
+import { clientIp, sendThrottled } from '../auth-throttle';
 import { documented, type RouteDoc } from '../route-doc';
+import { refuseOversizedBody } from '../validate';
+
+/** The sign-in form's body (token + next): the only body read before authentication, so a small one. */
+const LOGIN_BODY_LIMIT = 4096;
 
 const loginBody = z.object({ token: z.string().max(512).default(''), next: z.string().max(256).optional() });
 
@@ -20,6 +25,7 @@ const LOGIN_DOC: RouteDoc = {
     200: { description: 'Signed in (a JSON request, as the dashboard sends): {success, expiresAt}' },
     303: { description: 'Signed in (the HTML form): redirect to `next` (/dashboard… or /admin/queues…, else /admin/queues)' },
     403: { description: 'Wrong token (the form again, or the error shape for a JSON request)', contentType: 'text/html' },
+    429: { description: 'Too many wrong tokens from this address (AUTH_FAILURE_LIMIT): Retry-After; the form again, or the error shape for a JSON request', contentType: 'text/html' },
   },
 };
 
@@ -65,16 +71,27 @@ export function adminRoutes(ctx: ApiContext, sessions: AdminSessionService): Rou
   );
 
   // The only body read before authentication: the login form itself, small.
-  const loginParsers = [express.urlencoded({ extended: false, limit: '4kb' }), express.json({ limit: '4kb' })];
-  r.post('/login', ...loginParsers, documented(LOGIN_DOC, (req, res) => {
+  const loginParsers = [refuseOversizedBody(LOGIN_BODY_LIMIT, ['application/x-www-form-urlencoded', 'application/json']), express.urlencoded({ extended: false, limit: LOGIN_BODY_LIMIT }), express.json({ limit: LOGIN_BODY_LIMIT })];
+  r.post('/login', ...loginParsers, documented(LOGIN_DOC, async (req, res) => {
     const body = loginBody.safeParse(req.body ?? {});
     const token = body.success ? body.data.token : '';
     const next = safeNext(body.success ? body.data.next : undefined);
+    const ip = clientIp(req);
+    const throttled = (verdict: { retryAfterSeconds: number }) => {
+      if (wantsJson(req)) return sendThrottled(res, verdict);
+      res.setHeader('retry-after', String(verdict.retryAfterSeconds));
+      res.status(429).type('html').send(loginPage(`Too many failed sign-ins from this address; try again in ${verdict.retryAfterSeconds} s.`, next));
+    };
+    const verdict = token ? await ctx.authThrottle.check(ip, token) : { blocked: false as const };
+    if (verdict.blocked) return throttled(verdict);
     if (!token || !safeEqual(token, ctx.managementToken)) {
+      const after = token ? await ctx.authThrottle.failed(ip) : { blocked: false as const };
+      if (after.blocked) return throttled(after);
       if (wantsJson(req)) return sendError(res, 403, 'forbidden', 'That token is not valid');
       res.status(403).type('html').send(loginPage('That token is not valid.', next));
       return;
     }
+    ctx.authThrottle.succeeded(ip, token);
     const session = sessions.create();
     res.cookie(MGMT_COOKIE, session.id, { httpOnly: true, sameSite: 'strict', path: MGMT_COOKIE_PATH, secure: req.secure, maxAge: session.maxAgeMs });
     // A cookie left at the old /admin path would be sent first and shadow this one.
@@ -106,6 +123,6 @@ export function adminRoutes(ctx: ApiContext, sessions: AdminSessionService): Rou
     if (!/^\/api(\/|$)/i.test(req.path) || ctx.queues.isReady()) return next();
     sendError(res, 503, 'dependency_unavailable', 'Redis is unreachable; queue data is unavailable', { redis: ctx.queues.connection.status });
   };
-  r.use('/queues', requireManagement(ctx.managementToken, { sessions, loginRedirect: '/admin/login' }), redisGuard, boardRouter);
+  r.use('/queues', requireManagement(ctx.managementToken, { sessions, loginRedirect: '/admin/login', throttle: ctx.authThrottle }), redisGuard, boardRouter);
   return r;
 }

@@ -4,6 +4,7 @@ import { safeEqual } from '../../auth/management-token';
 import { createMcpServer, type McpPrincipal } from '../../mcp/server';
 import type { ApiContext } from '../api-context';
 import { bearer } from '../auth';
+import { clientIp, sendThrottled } from '../auth-throttle';
 import { sendError } from '../error-handler';
 import { jsonBody } from '../validate';
 import { documented, type RouteDoc } from '../route-doc';
@@ -14,18 +15,26 @@ import { z } from 'zod';
  * a client key (its own memories only). 401 without credentials and for anything else, with the
  * Bearer challenge MCP clients look for; the presented value is never echoed.
  */
-export function requireMcpAuth(ctx: Pick<ApiContext, 'managementToken' | 'apiKeys'>): RequestHandler {
-  return (req, res, next) => {
+export function requireMcpAuth(ctx: Pick<ApiContext, 'managementToken' | 'apiKeys' | 'authThrottle'>): RequestHandler {
+  return async (req, res, next) => {
     const token = bearer(req);
     res.setHeader('www-authenticate', 'Bearer realm="engram-mcp"');
     if (!token) return sendError(res, 401, 'unauthorized', 'Credentials required (Authorization: Bearer <client API key or MANAGEMENT_TOKEN>)');
+    const ip = clientIp(req);
+    const verdict = await ctx.authThrottle.check(ip, token);
+    if (verdict.blocked) return sendThrottled(res, verdict);
     let principal: McpPrincipal | null = null;
     if (safeEqual(token, ctx.managementToken)) principal = { kind: 'management' };
     else {
       const rec = ctx.apiKeys.verify(token);
       if (rec) principal = { kind: 'apiKey', apiKeyId: rec.id };
     }
-    if (!principal) return sendError(res, 401, 'unauthorized', 'Incorrect or revoked API key or management token');
+    if (!principal) {
+      const after = await ctx.authThrottle.failed(ip);
+      if (after.blocked) return sendThrottled(res, after);
+      return sendError(res, 401, 'unauthorized', 'Incorrect or revoked API key or management token');
+    }
+    ctx.authThrottle.succeeded(ip, token);
     res.removeHeader('www-authenticate');
     res.locals.mcpPrincipal = principal;
     next();
