@@ -17,6 +17,8 @@ export interface RelaySink {
   end(): unknown;
   destroy(): unknown;
   readonly destroyed: boolean;
+  /** The status line is out (a non-SSE relay writes it with its first chunk). */
+  readonly headersSent: boolean;
   on(event: 'drain' | 'close', fn: () => void): unknown;
   off(event: 'drain' | 'close', fn: () => void): unknown;
 }
@@ -192,7 +194,7 @@ export async function relayBody(
   sink: RelaySink,
   signal: AbortSignal,
   keepBytes: number,
-): Promise<{ end: RelayEnd; kept: Buffer | null; tail?: Buffer }> {
+): Promise<{ end: RelayEnd; kept: Buffer | null; tail?: Buffer; error?: unknown }> {
   const kept: Buffer[] = [];
   let size = 0;
   let pending: Buffer | null = null;
@@ -206,10 +208,11 @@ export async function relayBody(
     }
     if (signal.aborted || sink.destroyed) return { end: 'client-gone', kept: null };
     return { end: 'complete', kept: size <= keepBytes ? (kept.length === 1 ? kept[0] : Buffer.concat(kept)) : null, ...(pending ? { tail: pending } : {}) };
-  } catch {
+  } catch (error) {
     if (signal.aborted || sink.destroyed) return { end: 'client-gone', kept: null };
-    // Once the status line is out, cutting the connection is the only honest signal of a broken body.
-    sink.destroy();
-    return { end: 'upstream-failed', kept: null };
+    // Once the status line is out, cutting the connection is the only honest signal of a broken body; before
+    // that (nothing written yet), the caller still answers with an error status of its own.
+    if (sink.headersSent) sink.destroy();
+    return { end: 'upstream-failed', kept: null, error };
   }
 }

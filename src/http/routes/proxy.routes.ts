@@ -38,6 +38,17 @@ function writeUpstreamHead(res: Response, up: UpstreamResponse, sse: boolean): v
   // A JSON answer is useless before its last byte: its head leaves with the body, in one write (relayBody).
 }
 
+/**
+ * An upstream JSON body that broke before its end. While nothing has been written (a JSON answer leaves in one
+ * write) the client gets a 502/504 in the error shape instead of the upstream's status and a cut connection.
+ */
+function failedBody(ctx: ApiContext, res: Response, up: UpstreamResponse, error: unknown): void {
+  ctx.log.warn({ requestId: res.locals.requestId, code: upstreamErrorCode(error) }, 'upstream body ended unexpectedly');
+  if (res.headersSent) return;
+  for (const name of Object.keys(passThroughHeaders(up.headers))) res.removeHeader(name);
+  throw upstreamFailure(error);
+}
+
 /** Calls the upstream, mapping a failure to 502/504 unless the client is already gone (then null). */
 async function callUpstream(ctx: ApiContext, res: Response, signal: AbortSignal, call: () => Promise<UpstreamResponse>): Promise<UpstreamResponse | null> {
   try {
@@ -99,8 +110,8 @@ export function proxyRoutes(ctx: ApiContext): Router {
         if (!ok || collector.sawError) return;
         assistantText = collector.text();
       } else {
-        const { end, kept, tail } = await relayBody(up.body, res, ac.signal, MAX_PARSED_REPLY_BYTES);
-        if (end === 'upstream-failed') ctx.log.warn({ requestId: logRequestId }, 'upstream body ended unexpectedly');
+        const { end, kept, tail, error } = await relayBody(up.body, res, ac.signal, MAX_PARSED_REPLY_BYTES);
+        if (end === 'upstream-failed') failedBody(ctx, res, up, error);
         if (end !== 'complete') return;
         res.end(tail);
         if (!ok) return;
@@ -119,7 +130,8 @@ export function proxyRoutes(ctx: ApiContext): Router {
     const up = await callUpstream(ctx, res, ac.signal, () => call(ac.signal));
     if (!up) return;
     writeUpstreamHead(res, up, false);
-    const { end, tail } = await relayBody(up.body, res, ac.signal, 0);
+    const { end, tail, error } = await relayBody(up.body, res, ac.signal, 0);
+    if (end === 'upstream-failed') failedBody(ctx, res, up, error);
     if (end === 'complete') res.end(tail);
   };
 
