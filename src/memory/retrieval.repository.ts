@@ -1,5 +1,5 @@
 import type { Db } from '../db/connection';
-import { candidateFilterSql as filterSql, type CandidateFilter } from '../db/candidate-filter';
+import { candidateFilterSql as filterSql, FTS_BM25, tenantFtsMatch, type CandidateFilter } from '../db/candidate-filter';
 import { StatementCache } from '../db/statement-cache';
 import type { MemoryRecord } from './types';
 import { rowToRecord } from './memory.repository';
@@ -41,22 +41,24 @@ export class RetrievalRepository {
 
   /** FTS5 matches ranked by bm25 (or the newest first, for `exact`); `match` must come from buildFtsQuery (quoted tokens only). */
   fts(match: string, f: CandidateFilter, limit: number, onlyUnembedded = false, order: 'bm25' | 'newest' = 'bm25'): FtsCandidate[] {
-    const params: Record<string, unknown> = { match, limit };
+    const params: Record<string, unknown> = { match: tenantFtsMatch(match, f.apiKeyId), limit };
     const where = filterSql(f, 'm', params) + (onlyUnembedded ? ' AND m.needs_reindex = 1' : '');
     // Rank (memory_id, bm25) pairs only, then read the whole rows of the top `limit`: the sorter
     // no longer carries every matching row's content and metadata (at 100k rows per key a common
     // word matches thousands of rows). Every filter stays inside the ranked query, and reads the
     // covering index of the filter columns (0006) instead of the wide row; without statistics the
     // planner would pick the primary key, hence INDEXED BY (needs_reindex is not in it).
-    // `exact` (newest first) reads created_at, which the covering index does not hold.
+    // `exact` (newest first) reads created_at, which the covering index does not hold. The MATCH
+    // itself names the tenant (0007), so FTS5 never visits other keys' rows; the SQL filter stays
+    // (the token narrows, the filter decides).
     const via = onlyUnembedded || order === 'newest' ? '' : ' INDEXED BY idx_memories_filter_cover';
     const orderBy = order === 'newest' ? 'm.created_at DESC, m.memory_id DESC' : 'bm25';
     const ranked = this.stmt(
-      `SELECT m.memory_id AS rid, bm25(memory_fts) AS bm25 FROM memory_fts JOIN memories m${via} ON m.memory_id = memory_fts.rowid
+      `SELECT m.memory_id AS rid, ${FTS_BM25} AS bm25 FROM memory_fts JOIN memories m${via} ON m.memory_id = memory_fts.rowid
        WHERE memory_fts MATCH @match AND ${where} ORDER BY ${orderBy} LIMIT @limit`,
     ).all(params) as { rid: number; bm25: number }[];
     if (ranked.length === 0) return [];
-    const rows = this.stmt('SELECT * FROM memories WHERE memory_id IN (SELECT value FROM json_each(?))').all(JSON.stringify(ranked.map((r) => r.rid))) as Parameters<
+    const rows = this.stmt('SELECT m.* FROM json_each(?) AS j CROSS JOIN memories m ON m.memory_id = j.value').all(JSON.stringify(ranked.map((r) => r.rid))) as Parameters<
       typeof rowToRecord
     >[0][];
     const byRowId = new Map(rows.map((r) => [r.memory_id, r]));

@@ -181,9 +181,11 @@ export class VectorRepository {
   liveIds(apiKeyId: string, rowIds: number[], f: VecFilterParams): Map<number, string> {
     const params: Record<string, unknown> = { ids: JSON.stringify(rowIds) };
     const filters = candidateFilterSql({ ...f, apiKeyId }, 'm', params);
-    const rows = this.stmt(`SELECT m.memory_id AS rowId, m.id AS id FROM memories m WHERE m.memory_id IN (SELECT value FROM json_each(@ids)) AND ${filters}`).all(
-      params,
-    ) as { rowId: number; id: string }[];
+    // CROSS JOIN pins the id list as the outer loop (a primary-key lookup each): with `IN (json_each)`
+    // the planner walked the tenant's index instead, ~3 ms at 10k rows per key.
+    const rows = this.stmt(
+      `SELECT m.memory_id AS rowId, m.id AS id FROM json_each(@ids) AS j CROSS JOIN memories m ON m.memory_id = j.value WHERE ${filters}`,
+    ).all(params) as { rowId: number; id: string }[];
     return new Map(rows.map((r) => [r.rowId, r.id]));
   }
 
