@@ -5,6 +5,7 @@ import { promisify } from 'node:util';
 import Database from 'better-sqlite3';
 import * as sqliteVec from 'sqlite-vec';
 import { MigrationError, migrate, readMigrations, resolveMigrationsDir } from '../../src/db/migrate';
+import { RetrievalRepository } from '../../src/memory/retrieval.repository';
 import { SqliteVecStore } from '../../src/vector/sqlite-vec.store';
 import { silentLog, tempDir } from '../helpers/env';
 
@@ -71,7 +72,7 @@ describe('migrations', () => {
     db.close();
   });
 
-  it('0007 (vector change log) upgrades a database with vectors: the in-memory scan loads them at the first search', () => {
+  it('0007 upgrades a database with vectors and keyword rows: the in-memory scan loads the vectors, the keyword index is rebuilt with tenant tokens', () => {
     const { db } = freshDb();
     sqliteVec.load(db);
     migrate(db, silentLog(), readMigrations().filter((f) => f.name < '0007'));
@@ -89,6 +90,13 @@ describe('migrations', () => {
     const hits = store.knn('k1', new Float32Array([1, 0.1, 0, 0]), 5, { nowIso: new Date().toISOString() });
     expect(hits.map((h) => h.id)).toEqual(['m0', 'm1']);
     expect(store.scanCache.tenants).toBe(1);
+    // The keyword index was rebuilt with each row's tenant token (backfill of the rows written before).
+    const repo = new RetrievalRepository(db);
+    const f = (apiKeyId: string) => ({ apiKeyId, nowIso: new Date().toISOString(), freshAfterIso: null, sessionId: null });
+    expect(repo.fts('"x"', f('k1'), 10).map((c) => c.record.id).sort()).toEqual(['m0', 'm1']);
+    expect(repo.fts('"x"', f('k2'), 10).map((c) => c.record.id)).toEqual(['m2']);
+    expect(db.prepare("SELECT count(*) AS n FROM memory_fts WHERE memory_fts MATCH 'fts_tenant : \"t6b31\"'").get()).toEqual({ n: 2 });
+    db.prepare("INSERT INTO memory_fts(memory_fts, rank) VALUES ('integrity-check', 1)").run();
     db.close();
   });
 
