@@ -526,4 +526,10 @@ describe('withoutCommonTerms (issue #14: bounding the keyword tier)', () => {
     expect(withoutCommonTerms(['like'], 100, [90], 0.02)).toEqual(['like']);
     expect(withoutCommonTerms([], 0, [], 0.02)).toEqual([]);
   });
+
+  it('a term no row holds never stands in for the common ones (it would match nothing)', () => {
+    expect(withoutCommonTerms(['zora', 'get', 'puppy'], 203, [8, 0, 40], 0.02)).toEqual(['zora', 'puppy']);
+    expect(withoutCommonTerms(['zora', 'get', 'kayak'], 10_000, [800, 0, 2], 0.02)).toEqual(['kayak']);
+    expect(withoutCommonTerms(['qwxz', 'zzyq'], 100, [0, 0], 0.02)).toEqual(['qwxz', 'zzyq']);
+  });
 });
