@@ -97,3 +97,26 @@ describe('the tenant token inside the keyword MATCH (issue #14, migration 0007)'
     expect(repo.fts('"narwhal"', f('moved'), 10).map((c) => c.record.id)).toEqual([m!.id]);
   });
 });
+
+describe('the tenant token is used only for keys holding a minority of the index', () => {
+  const s = tempStorage();
+  const repo = new RetrievalRepository(s.db.db);
+  afterAll(() => s.close());
+
+  it('a big key matches without it, a small one with it; each sees exactly its rows', () => {
+    s.memory.upsertMany(
+      [...Array.from({ length: 90 }, () => memoryInput({ apiKeyId: 'big', content: 'otter notes' })), ...Array.from({ length: 5 }, () => memoryInput({ apiKeyId: 'small', content: 'otter notes' }))],
+      { source: 'api' },
+    );
+    expect(repo.narrowsIndex('big')).toBe(false);
+    expect(repo.narrowsIndex('small')).toBe(true);
+    expect(repo.narrowsIndex(null)).toBe(false);
+    const f = (apiKeyId: string): CandidateFilter => ({ apiKeyId, sessionId: null, nowIso: new Date().toISOString(), freshAfterIso: null });
+    const big = repo.fts('"otter"', f('big'), 200);
+    const small = repo.fts('"otter"', f('small'), 200);
+    expect(big).toHaveLength(90);
+    expect(big.every((c) => c.record.apiKeyId === 'big')).toBe(true);
+    expect(small).toHaveLength(5);
+    expect(small.every((c) => c.record.apiKeyId === 'small')).toBe(true);
+  });
+});

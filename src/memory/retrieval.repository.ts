@@ -27,9 +27,14 @@ function readVarint(buf: Uint8Array, at: number): number {
   return v;
 }
 
+/** A key holding less than this share of all indexed rows is named inside the keyword MATCH (0007). */
+const TENANT_TOKEN_MAX_SHARE = 0.25;
+const TENANT_SHARE_TTL_MS = 30_000;
+
 /** Candidate queries of the keyword and recency tiers: all filters in SQL, never only the newest N rows. */
 export class RetrievalRepository {
   private readonly stmts: StatementCache;
+  private readonly tenantShares = new Map<string, { share: number; at: number }>();
 
   constructor(private readonly db: Db) {
     this.stmts = new StatementCache(db);
@@ -41,7 +46,7 @@ export class RetrievalRepository {
 
   /** FTS5 matches ranked by bm25 (or the newest first, for `exact`); `match` must come from buildFtsQuery (quoted tokens only). */
   fts(match: string, f: CandidateFilter, limit: number, onlyUnembedded = false, order: 'bm25' | 'newest' = 'bm25'): FtsCandidate[] {
-    const params: Record<string, unknown> = { match: tenantFtsMatch(match, f.apiKeyId), limit };
+    const params: Record<string, unknown> = { match: tenantFtsMatch(match, this.narrowsIndex(f.apiKeyId) ? f.apiKeyId : null), limit };
     const where = filterSql(f, 'm', params) + (onlyUnembedded ? ' AND m.needs_reindex = 1' : '');
     // Rank (memory_id, bm25) pairs only, then read the whole rows of the top `limit`: the sorter
     // no longer carries every matching row's content and metadata (at 100k rows per key a common
@@ -68,6 +73,25 @@ export class RetrievalRepository {
       if (row) out.push({ record: rowToRecord(row), bm25: r.bm25 });
     }
     return out;
+  }
+
+  /**
+   * Whether naming the tenant inside the MATCH pays: it lets FTS5 skip other keys' rows, but the
+   * AND with the tenant's own doclist costs a walk of it, so a key holding a large share of all rows
+   * (one big tenant) is matched without it (the SQL filter decides membership either way). The
+   * share is recounted at most every TENANT_SHARE_TTL_MS per key.
+   */
+  narrowsIndex(apiKeyId: string | null): boolean {
+    if (apiKeyId === null) return false;
+    const now = Date.now();
+    let c = this.tenantShares.get(apiKeyId);
+    if (!c || now - c.at > TENANT_SHARE_TTL_MS) {
+      const rows = (this.stmt('SELECT count(*) AS n FROM memories WHERE api_key_id = ?').get(apiKeyId) as { n: number }).n;
+      c = { share: rows / Math.max(1, this.ftsRowCount()), at: now };
+      if (this.tenantShares.size > 10_000) this.tenantShares.clear();
+      this.tenantShares.set(apiKeyId, c);
+    }
+    return c.share < TENANT_TOKEN_MAX_SHARE;
   }
 
   /**
