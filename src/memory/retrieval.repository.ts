@@ -30,11 +30,15 @@ function readVarint(buf: Uint8Array, at: number): number {
 /** A key holding less than this share of all indexed rows is named inside the keyword MATCH (0007). */
 const TENANT_TOKEN_MAX_SHARE = 0.25;
 const TENANT_SHARE_TTL_MS = 30_000;
+/** Document frequencies (global, for idf and the common-term drop) are reused this long. */
+const DOC_FREQ_TTL_MS = 30_000;
+const DOC_FREQ_MAX_TERMS = 50_000;
 
 /** Candidate queries of the keyword and recency tiers: all filters in SQL, never only the newest N rows. */
 export class RetrievalRepository {
   private readonly stmts: StatementCache;
   private readonly tenantShares = new Map<string, { share: number; at: number }>();
+  private readonly docFreqs = new Map<string, { doc: number; at: number }>();
 
   constructor(private readonly db: Db) {
     this.stmts = new StatementCache(db);
@@ -102,7 +106,18 @@ export class RetrievalRepository {
   termStats(terms: readonly string[]): { rows: number; docFreqs: number[] } {
     const rows = this.ftsRowCount();
     const df = this.stmt('SELECT doc FROM memory_fts_vocab WHERE term = ?');
-    return { rows, docFreqs: terms.map((t) => (df.get(t) as { doc: number } | undefined)?.doc ?? 0) };
+    // fts5vocab counts a term's rows by walking its whole doclist (every key's rows): in a 1M-row
+    // index that was most of a small key's query. Counts move slowly, so each is kept DOC_FREQ_TTL_MS.
+    const now = Date.now();
+    const docFreqs = terms.map((t) => {
+      const hit = this.docFreqs.get(t);
+      if (hit && now - hit.at <= DOC_FREQ_TTL_MS) return hit.doc;
+      const doc = (df.get(t) as { doc: number } | undefined)?.doc ?? 0;
+      if (this.docFreqs.size >= DOC_FREQ_MAX_TERMS) this.docFreqs.clear();
+      this.docFreqs.set(t, { doc, at: now });
+      return doc;
+    });
+    return { rows, docFreqs };
   }
 
   /**
