@@ -8,6 +8,7 @@ import { runQdrantBench } from './qdrant.bench';
 import { runQualityBench } from './quality.bench';
 import { runRetrievalBench } from './retrieval.bench';
 import { runRetrievalAbBench } from './retrieval-ab.bench';
+import { runRetrievalTargetsBench } from './retrieval-targets.bench';
 import { runRrfWeightBench } from './rrf-weights.bench';
 import { runVectorBench } from './vector.bench';
 import { runTransferBench } from './transfer.bench';
@@ -27,6 +28,11 @@ export const BENCHES: Bench[] = [
   { name: 'wink-model', title: 'Static model of the retrieval benches (wink word vectors → model2vec)', run: runWinkModelCheck },
   { name: 'retrieval', title: 'Retrieval latency per strategy (1k / 10k / 100k memories per key)', run: runRetrievalBench },
   { name: 'retrieval-ab', title: 'Retrieval latency A/B against another build, same process (--before=<dist>)', run: runRetrievalAbBench },
+  {
+    name: 'retrieval-targets',
+    title: "Issue 14's retrieval targets: each tier's cost at 1k / 10k / 100k per key beside exact KNN and plain BM25 (--scale 1m: tenant independence)",
+    run: () => runRetrievalTargetsBench(process.argv.slice(2)),
+  },
   { name: 'rrf-weights', title: 'RRF weights on a labelled set (MRR, recall@3)', run: runRrfWeightBench },
   { name: 'quality', title: 'Retrieval quality on labelled chat sets vs BM25 / cosine / RRF references (issue #10)', run: runQualityBench },
   { name: 'jobs', title: 'Worker throughput and repair-sweep', run: runJobsBench },
@@ -41,7 +47,8 @@ export const BENCHES: Bench[] = [
 
 /** Runs the named benches (all when none are named) in sequence, each under a heading; figures are printed, never asserted. Arguments starting with `--` are options a bench reads itself (e.g. `quality --sets=gen-na`). */
 export async function runBenches(args: string[]): Promise<number> {
-  const names = args.filter((a) => !a.startsWith('--'));
+  // `--scale 1m` is an option with a separate value, not a bench named 1m.
+  const names = args.filter((a, i) => !a.startsWith('--') && args[i - 1] !== '--scale');
   const unknown = names.filter((n) => !BENCHES.some((b) => b.name === n));
   if (unknown.length) {
     console.error(`unknown bench(es): ${unknown.join(', ')}; choose from ${BENCHES.map((b) => b.name).join(', ')}`);

@@ -57,7 +57,11 @@ export function openStorage(env: Env, log: Logger, file?: string): Storage {
   }
   const memory = new MemoryService(db.db, new MemoryReadCache(env.MEMORY_CACHE_MAX, env.MEMORY_CACHE_TTL_MS));
   const settings = new SettingsService(db.db, env.SETTINGS_CACHE_TTL_MS);
-  const vectors = new SqliteVecStore(db.db, { vecLoaded: db.vecLoaded, quantization: env.MEMORY_VEC_QUANTIZATION });
+  const vectors = new SqliteVecStore(db.db, {
+    vecLoaded: db.vecLoaded,
+    quantization: env.MEMORY_VEC_QUANTIZATION,
+    scanCacheBytes: env.MEMORY_VEC_SCAN_CACHE_MB * 1_048_576,
+  });
   memory.addHooks({ onDeleteInTx: (rowId) => vectors.deleteInTx(rowId) });
   const qdrantSettings = new QdrantSettingsService(settings, env);
   const qdrant = new QdrantVectorStore(db.db, vectors, () => qdrantSettings.config());

@@ -95,7 +95,7 @@ function knobsOf(env: Env): Record<string, unknown> {
 function rebuildFts(storage: Storage, tokenizer: string): void {
   if (!/^[a-z0-9_ ]+$/.test(tokenizer)) throw new Error(`ftsTokenizer ${JSON.stringify(tokenizer)}: letters, digits, spaces only`);
   storage.db.db.exec(`DROP TABLE IF EXISTS memory_fts_vocab; DROP TABLE memory_fts;
-    CREATE VIRTUAL TABLE memory_fts USING fts5(content, key, content = 'memories', content_rowid = 'memory_id', tokenize = '${tokenizer}');
+    CREATE VIRTUAL TABLE memory_fts USING fts5(content, key, fts_tenant, content = 'memories', content_rowid = 'memory_id', tokenize = '${tokenizer}');
     INSERT INTO memory_fts(memory_fts) VALUES ('rebuild');
     CREATE VIRTUAL TABLE memory_fts_vocab USING fts5vocab('memory_fts', 'row');`);
 }

@@ -114,6 +114,12 @@ export const envSchema = z.object({
 
   // Vector tier and retrieval (DESIGN §4, §7).
   MEMORY_VEC_QUANTIZATION: z.enum(['none', 'int8']).default('none'),
+  /**
+   * Memory (MB) the api may hold for in-memory copies of tenants' vectors, scanned with WebAssembly
+   * SIMD instead of vec0 (issue #14); least recently searched tenants are dropped past it, a tenant
+   * larger than all of it is searched by vec0. 0 = always vec0.
+   */
+  MEMORY_VEC_SCAN_CACHE_MB: int(256, 0, 1_048_576),
   MEMORY_VEC_TOP_K: int(20, 1, 1000),
   MEMORY_RRF_K: int(60, 1, 10_000),
   MEMORY_RRF_FTS_WEIGHT: z.coerce.number().min(0).max(100).default(1),

@@ -29,3 +29,21 @@ export function candidateFilterSql(f: CandidateFilter, alias: string, params: Re
   }
   return parts.join(' AND ');
 }
+
+/** The one token memory_fts indexes in its `fts_tenant` column for a key (migration 0007: `'t' || lower(hex(api_key_id))`). */
+export function ftsTenantToken(apiKeyId: string): string {
+  return 't' + Buffer.from(apiKeyId, 'utf8').toString('hex');
+}
+
+/**
+ * A keyword MATCH expression restricted to one tenant inside the FTS5 index (0007): FTS5 then skips
+ * other keys' rows while it intersects doclists, instead of ranking them and leaving the join to drop
+ * them. The terms are confined to the content and key columns. `match` must be built by ftsMatchOf
+ * (quoted tokens joined by OR). With no tenant (management preview over all keys) it is unchanged.
+ */
+export function tenantFtsMatch(match: string, apiKeyId: string | null): string {
+  return apiKeyId === null ? match : `fts_tenant : "${ftsTenantToken(apiKeyId)}" AND {content key} : (${match})`;
+}
+
+/** bm25 over memory_fts with the tenant column weighted 0 (it only narrows the match, never scores). */
+export const FTS_BM25 = 'bm25(memory_fts, 1.0, 1.0, 0.0)';

@@ -2,6 +2,7 @@ import Database from 'better-sqlite3';
 import { estimateTokens } from './tokens';
 import {
   bm25QueryScale,
+  withoutCommonTerms,
   buildFtsQuery,
   convexFuse,
   fts5Idf,
@@ -511,5 +512,24 @@ describe('fusion helpers (issue #10)', () => {
   it('ties: more lists, then best rank, then id (deterministic)', () => {
     const fused = convexFuse([[{ id: 'b', score: 0.5 }, { id: 'a', score: 0 }], [{ id: 'a', score: 0.5 }, { id: 'c', score: 0.5 }]], [1, 1]);
     expect(fused.map((h) => h.id)).toEqual(['a', 'b', 'c']);
+  });
+});
+
+describe('withoutCommonTerms (issue #14: bounding the keyword tier)', () => {
+  it('drops terms held by more than the share of rows while a rarer one remains', () => {
+    expect(withoutCommonTerms(['weekend', 'sister', 'kayak'], 10_000, [900, 150, 3], 0.02)).toEqual(['sister', 'kayak']);
+    expect(withoutCommonTerms(['weekend', 'kayak'], 10_000, [200, 3], 0.02)).toEqual(['weekend', 'kayak']); // exactly 2%: kept
+  });
+
+  it('keeps every term when all are common, and a single term always', () => {
+    expect(withoutCommonTerms(['like', 'really'], 100, [60, 70], 0.02)).toEqual(['like', 'really']);
+    expect(withoutCommonTerms(['like'], 100, [90], 0.02)).toEqual(['like']);
+    expect(withoutCommonTerms([], 0, [], 0.02)).toEqual([]);
+  });
+
+  it('a term no row holds never stands in for the common ones (it would match nothing)', () => {
+    expect(withoutCommonTerms(['zora', 'get', 'puppy'], 203, [8, 0, 40], 0.02)).toEqual(['zora', 'puppy']);
+    expect(withoutCommonTerms(['zora', 'get', 'kayak'], 10_000, [800, 0, 2], 0.02)).toEqual(['kayak']);
+    expect(withoutCommonTerms(['qwxz', 'zzyq'], 100, [0, 0], 0.02)).toEqual(['qwxz', 'zzyq']);
   });
 });

@@ -130,6 +130,22 @@ export function bm25QueryScale(rows: number, docFreqs: readonly number[]): numbe
   return docFreqs.reduce((sum, n) => sum + fts5Idf(rows, n), 0);
 }
 
+/**
+ * The terms a keyword MATCH should use: a term held by more than `share` of the `rows` indexed rows
+ * (its idf ≤ log(1/share − 1), ~3.9 at 2%) adds little to bm25, yet every row holding it becomes a
+ * candidate FTS5 must score, so the keyword tier's cost grows with the collection. Such terms are
+ * dropped while a rarer one (held by at least one row) remains; a query of only common terms keeps
+ * them all, and terms no row holds are dropped when others match.
+ */
+export function withoutCommonTerms(terms: readonly string[], rows: number, docFreqs: readonly number[], share: number): string[] {
+  if (terms.length < 2) return [...terms];
+  // A term no row holds matches nothing: it must not stand in as "the rarer term" for the others.
+  const present = terms.filter((_, i) => (docFreqs[i] ?? 0) > 0);
+  if (present.length === 0) return [...terms];
+  const kept = present.filter((t) => (docFreqs[terms.indexOf(t)] ?? 0) <= rows * share);
+  return kept.length ? kept : present;
+}
+
 /** One ranked hit from one retrieval tier (rank 1 is the best). */
 export interface RankedId<Id extends string | number = string | number> {
   id: Id;

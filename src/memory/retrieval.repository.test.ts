@@ -62,3 +62,61 @@ describe('RetrievalRepository.fts (rank ids first, then read the top rows)', () 
     }
   });
 });
+
+describe('the tenant token inside the keyword MATCH (issue #14, migration 0007)', () => {
+  const s = tempStorage();
+  const repo = new RetrievalRepository(s.db.db);
+  afterAll(() => s.close());
+  // Keys that share words once split by unicode61, differ only in case, or are not ASCII.
+  const keys = ['a-b', 'a-b-c', 'A-B', 'ключ', 'k 1', 'k1'];
+
+  beforeAll(() => {
+    s.memory.upsertMany(
+      keys.flatMap((k) => Array.from({ length: 5 }, () => memoryInput({ apiKeyId: k, content: `the walrus sings about ${k}` }))),
+      { source: 'api' },
+    );
+    // A row whose text is another key's tenant token: it must not count as that key's row.
+    s.memory.upsertMany([memoryInput({ apiKeyId: 'k1', content: `walrus t${Buffer.from('a-b').toString('hex')}` })], { source: 'api' });
+  });
+
+  it.each(keys)('key %s sees exactly its own rows', (k) => {
+    const f: CandidateFilter = { apiKeyId: k, sessionId: null, nowIso: new Date().toISOString(), freshAfterIso: null };
+    const got = repo.fts('"walrus"', f, 100);
+    expect(got.length).toBe(k === 'k1' ? 6 : 5);
+    expect(got.every((c) => c.record.apiKeyId === k)).toBe(true);
+    // The index alone, without the SQL filter: the tenant clause restricts FTS5 itself.
+    const inIndex = s.db.db.prepare('SELECT count(*) AS n FROM memory_fts WHERE memory_fts MATCH ?').get(`fts_tenant : "t${Buffer.from(k).toString('hex')}" AND {content key} : ("walrus")`) as { n: number };
+    expect(inIndex.n).toBe(got.length);
+  });
+
+  it('follows a row that moves to another key (update trigger)', () => {
+    const [m] = s.memory.upsertMany([memoryInput({ apiKeyId: 'mover', content: 'the narwhal' })], { source: 'api' }).map((c) => c.memory);
+    s.db.db.prepare('UPDATE memories SET api_key_id = ? WHERE memory_id = ?').run('moved', m!.rowId);
+    const f = (k: string): CandidateFilter => ({ apiKeyId: k, sessionId: null, nowIso: new Date().toISOString(), freshAfterIso: null });
+    expect(repo.fts('"narwhal"', f('mover'), 10)).toHaveLength(0);
+    expect(repo.fts('"narwhal"', f('moved'), 10).map((c) => c.record.id)).toEqual([m!.id]);
+  });
+});
+
+describe('the tenant token is used only for keys holding a minority of the index', () => {
+  const s = tempStorage();
+  const repo = new RetrievalRepository(s.db.db);
+  afterAll(() => s.close());
+
+  it('a big key matches without it, a small one with it; each sees exactly its rows', () => {
+    s.memory.upsertMany(
+      [...Array.from({ length: 90 }, () => memoryInput({ apiKeyId: 'big', content: 'otter notes' })), ...Array.from({ length: 5 }, () => memoryInput({ apiKeyId: 'small', content: 'otter notes' }))],
+      { source: 'api' },
+    );
+    expect(repo.narrowsIndex('big')).toBe(false);
+    expect(repo.narrowsIndex('small')).toBe(true);
+    expect(repo.narrowsIndex(null)).toBe(false);
+    const f = (apiKeyId: string): CandidateFilter => ({ apiKeyId, sessionId: null, nowIso: new Date().toISOString(), freshAfterIso: null });
+    const big = repo.fts('"otter"', f('big'), 200);
+    const small = repo.fts('"otter"', f('small'), 200);
+    expect(big).toHaveLength(90);
+    expect(big.every((c) => c.record.apiKeyId === 'big')).toBe(true);
+    expect(small).toHaveLength(5);
+    expect(small.every((c) => c.record.apiKeyId === 'small')).toBe(true);
+  });
+});

@@ -1,5 +1,5 @@
 import type { Db } from '../db/connection';
-import { candidateFilterSql as filterSql, type CandidateFilter } from '../db/candidate-filter';
+import { candidateFilterSql as filterSql, FTS_BM25, tenantFtsMatch, type CandidateFilter } from '../db/candidate-filter';
 import { StatementCache } from '../db/statement-cache';
 import type { MemoryRecord } from './types';
 import { rowToRecord } from './memory.repository';
@@ -27,9 +27,18 @@ function readVarint(buf: Uint8Array, at: number): number {
   return v;
 }
 
+/** A key holding less than this share of all indexed rows is named inside the keyword MATCH (0007). */
+const TENANT_TOKEN_MAX_SHARE = 0.25;
+const TENANT_SHARE_TTL_MS = 30_000;
+/** Document frequencies (global, for idf and the common-term drop) are reused this long. */
+const DOC_FREQ_TTL_MS = 30_000;
+const DOC_FREQ_MAX_TERMS = 50_000;
+
 /** Candidate queries of the keyword and recency tiers: all filters in SQL, never only the newest N rows. */
 export class RetrievalRepository {
   private readonly stmts: StatementCache;
+  private readonly tenantShares = new Map<string, { share: number; at: number }>();
+  private readonly docFreqs = new Map<string, { doc: number; at: number }>();
 
   constructor(private readonly db: Db) {
     this.stmts = new StatementCache(db);
@@ -41,22 +50,24 @@ export class RetrievalRepository {
 
   /** FTS5 matches ranked by bm25 (or the newest first, for `exact`); `match` must come from buildFtsQuery (quoted tokens only). */
   fts(match: string, f: CandidateFilter, limit: number, onlyUnembedded = false, order: 'bm25' | 'newest' = 'bm25'): FtsCandidate[] {
-    const params: Record<string, unknown> = { match, limit };
+    const params: Record<string, unknown> = { match: tenantFtsMatch(match, this.narrowsIndex(f.apiKeyId) ? f.apiKeyId : null), limit };
     const where = filterSql(f, 'm', params) + (onlyUnembedded ? ' AND m.needs_reindex = 1' : '');
     // Rank (memory_id, bm25) pairs only, then read the whole rows of the top `limit`: the sorter
     // no longer carries every matching row's content and metadata (at 100k rows per key a common
     // word matches thousands of rows). Every filter stays inside the ranked query, and reads the
     // covering index of the filter columns (0006) instead of the wide row; without statistics the
     // planner would pick the primary key, hence INDEXED BY (needs_reindex is not in it).
-    // `exact` (newest first) reads created_at, which the covering index does not hold.
+    // `exact` (newest first) reads created_at, which the covering index does not hold. The MATCH
+    // itself names the tenant (0007), so FTS5 never visits other keys' rows; the SQL filter stays
+    // (the token narrows, the filter decides).
     const via = onlyUnembedded || order === 'newest' ? '' : ' INDEXED BY idx_memories_filter_cover';
     const orderBy = order === 'newest' ? 'm.created_at DESC, m.memory_id DESC' : 'bm25';
     const ranked = this.stmt(
-      `SELECT m.memory_id AS rid, bm25(memory_fts) AS bm25 FROM memory_fts JOIN memories m${via} ON m.memory_id = memory_fts.rowid
+      `SELECT m.memory_id AS rid, ${FTS_BM25} AS bm25 FROM memory_fts JOIN memories m${via} ON m.memory_id = memory_fts.rowid
        WHERE memory_fts MATCH @match AND ${where} ORDER BY ${orderBy} LIMIT @limit`,
     ).all(params) as { rid: number; bm25: number }[];
     if (ranked.length === 0) return [];
-    const rows = this.stmt('SELECT * FROM memories WHERE memory_id IN (SELECT value FROM json_each(?))').all(JSON.stringify(ranked.map((r) => r.rid))) as Parameters<
+    const rows = this.stmt('SELECT m.* FROM json_each(?) AS j CROSS JOIN memories m ON m.memory_id = j.value').all(JSON.stringify(ranked.map((r) => r.rid))) as Parameters<
       typeof rowToRecord
     >[0][];
     const byRowId = new Map(rows.map((r) => [r.memory_id, r]));
@@ -69,6 +80,25 @@ export class RetrievalRepository {
   }
 
   /**
+   * Whether naming the tenant inside the MATCH pays: it lets FTS5 skip other keys' rows, but the
+   * AND with the tenant's own doclist costs a walk of it, so a key holding a large share of all rows
+   * (one big tenant) is matched without it (the SQL filter decides membership either way). The
+   * share is recounted at most every TENANT_SHARE_TTL_MS per key.
+   */
+  narrowsIndex(apiKeyId: string | null): boolean {
+    if (apiKeyId === null) return false;
+    const now = Date.now();
+    let c = this.tenantShares.get(apiKeyId);
+    if (!c || now - c.at > TENANT_SHARE_TTL_MS) {
+      const rows = (this.stmt('SELECT count(*) AS n FROM memories WHERE api_key_id = ?').get(apiKeyId) as { n: number }).n;
+      c = { share: rows / Math.max(1, this.ftsRowCount()), at: now };
+      if (this.tenantShares.size > 10_000) this.tenantShares.clear();
+      this.tenantShares.set(apiKeyId, c);
+    }
+    return c.share < TENANT_TOKEN_MAX_SHARE;
+  }
+
+  /**
    * FTS5's own collection statistics for bm25's idf: rows in the index (every memory is indexed) and
    * the number of rows holding each term (fts5vocab, an index seek per term). Global over all keys,
    * exactly what bm25() ranks with.
@@ -76,7 +106,18 @@ export class RetrievalRepository {
   termStats(terms: readonly string[]): { rows: number; docFreqs: number[] } {
     const rows = this.ftsRowCount();
     const df = this.stmt('SELECT doc FROM memory_fts_vocab WHERE term = ?');
-    return { rows, docFreqs: terms.map((t) => (df.get(t) as { doc: number } | undefined)?.doc ?? 0) };
+    // fts5vocab counts a term's rows by walking its whole doclist (every key's rows): in a 1M-row
+    // index that was most of a small key's query. Counts move slowly, so each is kept DOC_FREQ_TTL_MS.
+    const now = Date.now();
+    const docFreqs = terms.map((t) => {
+      const hit = this.docFreqs.get(t);
+      if (hit && now - hit.at <= DOC_FREQ_TTL_MS) return hit.doc;
+      const doc = (df.get(t) as { doc: number } | undefined)?.doc ?? 0;
+      if (this.docFreqs.size >= DOC_FREQ_MAX_TERMS) this.docFreqs.clear();
+      this.docFreqs.set(t, { doc, at: now });
+      return doc;
+    });
+    return { rows, docFreqs };
   }
 
   /**

@@ -2,6 +2,7 @@ import type { Db } from '../db/connection';
 import { nowIso } from '../db/connection';
 import { VectorRepository, type KnnCandidate, type VecFilterParams } from './sqlite-vec.repository';
 import { parseSignature, vectorSignature } from './signature';
+import { VecScanCache } from './vec-scan-cache';
 import {
   VectorInputError,
   VectorUnavailableError,
@@ -43,6 +44,11 @@ export interface SqliteVecStoreOptions {
   /** The quantization new signatures ask for (MEMORY_VEC_QUANTIZATION); reads follow the stored signature. */
   quantization: VecQuantization;
   exactScanMaxRows?: number;
+  /**
+   * Bytes of in-memory tenant copies searched by the WebAssembly SIMD scan (MEMORY_VEC_SCAN_CACHE_MB);
+   * 0 (the default here) searches with vec0 only.
+   */
+  scanCacheBytes?: number;
 }
 
 /**
@@ -87,6 +93,8 @@ export class SqliteVecStore implements VectorStore {
   /** The storage type new signatures ask for (MEMORY_VEC_QUANTIZATION). */
   readonly quantization: VecQuantization;
   private readonly exactScanMaxRows: number;
+  /** In-memory tenant copies scanned with WebAssembly SIMD (issue #14); vec0 serves what they cannot. */
+  readonly scanCache: VecScanCache;
 
   constructor(
     private readonly db: Db,
@@ -96,6 +104,7 @@ export class SqliteVecStore implements VectorStore {
     this.vecLoaded = opts.vecLoaded;
     this.quantization = opts.quantization;
     this.exactScanMaxRows = opts.exactScanMaxRows ?? DEFAULT_EXACT_SCAN_MAX_ROWS;
+    this.scanCache = new VecScanCache(this.repo, opts.scanCacheBytes ?? 0);
   }
 
   /** Whether sqlite-vec is loaded into this connection. */
@@ -145,6 +154,7 @@ export class SqliteVecStore implements VectorStore {
     return this.db
       .transaction(() => {
         this.repo.recreateTable(dim, parsed.quantization);
+        this.repo.resetLog();
         const flagged = this.repo.markAllNeedsReindex();
         this.repo.writeMeta({ activeDim: dim, signature, lastResetAt: nowIso(), tableCreated: true });
         return { flagged };
@@ -154,7 +164,7 @@ export class SqliteVecStore implements VectorStore {
 
   // The table's shape comes from the stored signature, never from the env: flipping
   // MEMORY_VEC_QUANTIZATION only takes effect at the next rebuild.
-  private readyIndex(expectedSignature: string | undefined): { dim: number; quantization: VecQuantization } {
+  private readyIndex(expectedSignature: string | undefined): { dim: number; quantization: VecQuantization; signature: string; lastResetAt: string | null } {
     if (!this.vecLoaded) throw new VectorUnavailableError('extension_not_loaded', 'sqlite-vec is not loaded');
     const meta = this.repo.readMeta();
     if (!this.repo.tableExists() || meta.activeDim === null || meta.signature === null) {
@@ -164,7 +174,7 @@ export class SqliteVecStore implements VectorStore {
       throw new VectorUnavailableError('signature_mismatch', `the vector index is for ${meta.signature}, not ${expectedSignature}`);
     }
     const parsed = parseSignature(meta.signature);
-    return { dim: meta.activeDim, quantization: parsed?.quantization ?? 'none' };
+    return { dim: meta.activeDim, quantization: parsed?.quantization ?? 'none', signature: meta.signature, lastResetAt: meta.lastResetAt };
   }
 
   private upsertInTx(row: VectorUpsertRow, dim: number, quantization: VecQuantization): UpsertResult {
@@ -182,15 +192,16 @@ export class SqliteVecStore implements VectorStore {
       throw new VectorInputError('tenant_mismatch', `memory ${row.rowId} belongs to another API key`);
     }
     // The tenant is the vec0 partition and a memory never changes owner, so an existing row is overwritten in place.
+    // Every branch appends one memory_vec_log entry (the api's in-memory scan copies catch up from it).
     const exists = this.repo.vectorExists(row.rowId);
     if (!unit) {
       if (exists) this.repo.deleteVector(row.rowId);
     } else if (!exists) {
       this.repo.insertVector(row.rowId, row.apiKeyId, toBlob(unit), quantization);
     } else if (quantization === 'none') {
-      this.repo.updateFloatVector(row.rowId, toBlob(unit));
+      this.repo.updateFloatVector(row.rowId, row.apiKeyId, toBlob(unit));
     } else {
-      this.repo.deleteVector(row.rowId);
+      this.repo.deleteVector(row.rowId, false);
       this.repo.insertVector(row.rowId, row.apiKeyId, toBlob(unit), quantization);
     }
     const cleared = this.repo.clearNeedsReindex(row.rowId, row.contentHash);
@@ -262,10 +273,18 @@ export class SqliteVecStore implements VectorStore {
     const blob = toBlob(unit);
     const f = filterParams(filter);
 
+    // The tenant's in-memory copy when it has one (WebAssembly SIMD scan, exact cosine), else vec0.
+    const table = { signature: ix.signature, lastResetAt: ix.lastResetAt, dim: ix.dim, quantization: ix.quantization };
+    const scanned = (n: number): KnnCandidate[] | null => {
+      const top = this.scanCache.search(apiKeyId, table, unit, n);
+      if (!top) return null;
+      const live = top.length ? this.repo.liveIds(apiKeyId, top.map((t) => t.rowId), f) : new Map<number, string>();
+      return top.map((t) => ({ rowId: t.rowId, distance: t.distance, id: live.get(t.rowId) ?? null }));
+    };
     let fetch = want;
     let eligible: number | null = null;
     for (let pass = 0; ; pass++) {
-      const candidates = this.repo.knnCandidates(apiKeyId, blob, fetch, ix.quantization, f);
+      const candidates = scanned(fetch) ?? this.repo.knnCandidates(apiKeyId, blob, fetch, ix.quantization, f);
       const hits = candidates.filter((c): c is KnnCandidate & { id: string } => c.id !== null);
       // Fewer candidates than asked for means the partition is exhausted: nothing more exists.
       if (hits.length >= want || candidates.length < fetch) return hits.slice(0, want).map(toHit);

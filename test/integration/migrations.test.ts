@@ -3,7 +3,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import Database from 'better-sqlite3';
+import * as sqliteVec from 'sqlite-vec';
 import { MigrationError, migrate, readMigrations, resolveMigrationsDir } from '../../src/db/migrate';
+import { RetrievalRepository } from '../../src/memory/retrieval.repository';
+import { SqliteVecStore } from '../../src/vector/sqlite-vec.store';
 import { silentLog, tempDir } from '../helpers/env';
 
 const run = promisify(execFile);
@@ -66,6 +69,34 @@ describe('migrations', () => {
     expect(names).toContain('a');
     expect(names).not.toContain('b');
     expect((db.prepare('SELECT COUNT(*) AS n FROM schema_migrations').get() as { n: number }).n).toBe(1);
+    db.close();
+  });
+
+  it('0007 upgrades a database with vectors and keyword rows: the in-memory scan loads the vectors, the keyword index is rebuilt with tenant tokens', () => {
+    const { db } = freshDb();
+    sqliteVec.load(db);
+    migrate(db, silentLog(), readMigrations().filter((f) => f.name < '0007'));
+    // Vectors written by the code before 0007 (no log entries).
+    db.exec(`CREATE VIRTUAL TABLE vec_memories USING vec0(memory_id INTEGER PRIMARY KEY, api_key_id TEXT PARTITION KEY, embedding float[4] distance_metric=cosine)`);
+    db.prepare("UPDATE memory_vec_meta SET active_dim = 4, embedding_signature = 'static:m:4', last_reset_at = '2026-01-01T00:00:00.000Z', vec_loaded = 1 WHERE id = 1").run();
+    const vectors: [string, number[]][] = [['k1', [1, 0, 0, 0]], ['k1', [0, 1, 0, 0]], ['k2', [1, 0, 0, 0]]];
+    vectors.forEach(([key, v], i) => {
+      const id = db.prepare("INSERT INTO memories (id, api_key_id, type, content, content_hash, needs_reindex) VALUES (?, ?, 'factual', 'x', 'h', 0)").run(`m${i}`, key).lastInsertRowid;
+      db.prepare('INSERT INTO vec_memories (memory_id, api_key_id, embedding) VALUES (?, ?, ?)').run(BigInt(id), key, Buffer.from(new Float32Array(v).buffer));
+    });
+    expect(migrate(db, silentLog()).applied).toEqual(readMigrations().filter((f) => f.name >= '0007').map((f) => f.name));
+    expect(db.prepare('SELECT generation, pruned_below FROM memory_vec_log_state').all()).toEqual([{ generation: 0, pruned_below: 0 }]);
+    const store = new SqliteVecStore(db, { vecLoaded: true, quantization: 'none', scanCacheBytes: 1_048_576 });
+    const hits = store.knn('k1', new Float32Array([1, 0.1, 0, 0]), 5, { nowIso: new Date().toISOString() });
+    expect(hits.map((h) => h.id)).toEqual(['m0', 'm1']);
+    expect(store.scanCache.tenants).toBe(1);
+    // The keyword index was rebuilt with each row's tenant token (backfill of the rows written before).
+    const repo = new RetrievalRepository(db);
+    const f = (apiKeyId: string) => ({ apiKeyId, nowIso: new Date().toISOString(), freshAfterIso: null, sessionId: null });
+    expect(repo.fts('"x"', f('k1'), 10).map((c) => c.record.id).sort()).toEqual(['m0', 'm1']);
+    expect(repo.fts('"x"', f('k2'), 10).map((c) => c.record.id)).toEqual(['m2']);
+    expect(db.prepare("SELECT count(*) AS n FROM memory_fts WHERE memory_fts MATCH 'fts_tenant : \"t6b31\"'").get()).toEqual({ n: 2 });
+    db.prepare("INSERT INTO memory_fts(memory_fts, rank) VALUES ('integrity-check', 1)").run();
     db.close();
   });
 

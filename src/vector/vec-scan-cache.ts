@@ -1,0 +1,142 @@
+import { DotScanMatrix, dotScanModule, type ScanHit } from './dot-scan';
+import type { VectorRepository } from './sqlite-vec.repository';
+import type { VecQuantization } from './types';
+
+/** The stored table a copy belongs to: a rebuild (new signature, reset instant or log generation) invalidates every copy. */
+export interface VecTableIdentity {
+  signature: string;
+  lastResetAt: string | null;
+  dim: number;
+  quantization: VecQuantization;
+}
+
+interface TenantCopy {
+  matrix: DotScanMatrix;
+  /** The change-log sequence number this copy reflects. */
+  seq: number;
+}
+
+/** A vec0 row's raw bytes as an L2-normalised float32 vector (int8 rows are dequantised, then normalised), or null for a zero vector. */
+export function decodeVector(raw: Buffer, dim: number, quantization: VecQuantization): Float32Array | null {
+  const out = new Float32Array(dim);
+  if (quantization === 'int8') {
+    if (raw.byteLength !== dim) return null;
+    for (let i = 0; i < dim; i++) out[i] = raw.readInt8(i);
+  } else {
+    if (raw.byteLength !== dim * 4) return null;
+    new Uint8Array(out.buffer).set(raw);
+  }
+  let sum = 0;
+  for (let i = 0; i < dim; i++) sum += out[i]! * out[i]!;
+  if (!(sum > 0)) return null;
+  const inv = 1 / Math.sqrt(sum);
+  for (let i = 0; i < dim; i++) out[i]! *= inv;
+  return out;
+}
+
+/**
+ * Per-tenant in-memory copies of vec_memories, searched by a WebAssembly SIMD scan (issue #14).
+ * A copy is loaded whole at the tenant's first search and brought up to date before every search
+ * from memory_vec_log (migration 0007: every vector write appends (tenant, memory_id) in its
+ * transaction, whichever process made it). Copies past `budgetBytes` are dropped least recently
+ * searched first; a tenant that alone exceeds the budget is not copied (the caller uses vec0).
+ * Only this tenant's rows are ever scanned: tenant restriction before the scan.
+ */
+export class VecScanCache {
+  private readonly copies = new Map<string, TenantCopy>();
+  private identity: string | null = null;
+  private held = 0;
+
+  constructor(
+    private readonly repo: VectorRepository,
+    private readonly budgetBytes: number,
+  ) {}
+
+  /** Whether copies can be made at all (a budget and WebAssembly SIMD). */
+  enabled(): boolean {
+    return this.budgetBytes > 0 && dotScanModule() !== null;
+  }
+
+  /** Bytes held by all copies. */
+  get bytesHeld(): number {
+    return this.held;
+  }
+
+  get tenants(): number {
+    return this.copies.size;
+  }
+
+  clear(): void {
+    this.copies.clear();
+    this.held = 0;
+  }
+
+  /**
+   * The tenant's k nearest rows by exact cosine over its current vectors (filters not applied:
+   * the caller joins memories), or null when the tenant cannot be copied (disabled, over budget).
+   */
+  search(apiKeyId: string, table: VecTableIdentity, unit: Float32Array, k: number): ScanHit[] | null {
+    const copy = this.current(apiKeyId, table);
+    return copy ? copy.matrix.search(unit, k) : null;
+  }
+
+  private current(apiKeyId: string, table: VecTableIdentity): TenantCopy | null {
+    const module = dotScanModule();
+    if (this.budgetBytes <= 0 || !module) return null;
+    const log = this.repo.logState();
+    const identity = `${table.signature}\u0000${table.lastResetAt ?? ''}\u0000${log.generation}\u0000${table.dim}\u0000${table.quantization}`;
+    if (identity !== this.identity) {
+      this.clear();
+      this.identity = identity;
+    }
+    let copy = this.copies.get(apiKeyId);
+    if (copy && copy.seq < log.prunedBelow) {
+      // Entries this copy has not seen were pruned: reload.
+      this.drop(apiKeyId);
+      copy = undefined;
+    }
+    if (copy) {
+      this.copies.delete(apiKeyId); // re-inserted below: Map order is the LRU order
+      const before = copy.matrix.bytes;
+      const changes = this.repo.logSince(apiKeyId, copy.seq);
+      for (const rowId of changes.rowIds) {
+        const raw = this.repo.vectorOf(apiKeyId, rowId);
+        const unit = raw ? decodeVector(raw, table.dim, table.quantization) : null;
+        if (unit) copy.matrix.set(rowId, unit);
+        else copy.matrix.delete(rowId);
+      }
+      copy.seq = changes.head;
+      this.held += copy.matrix.bytes - before;
+      this.copies.set(apiKeyId, copy);
+    } else {
+      const rows = this.repo.countTenantMemories(apiKeyId);
+      if (DotScanMatrix.bytesFor(rows, table.dim) > this.budgetBytes) return null;
+      // The head is read before the rows: a write committed in between is re-applied next time (idempotent).
+      const seq = this.repo.logHead();
+      const matrix = new DotScanMatrix(module, table.dim, Math.max(64, rows));
+      for (const r of this.repo.partitionVectors(apiKeyId)) {
+        const unit = decodeVector(r.embedding, table.dim, table.quantization);
+        if (unit) matrix.set(r.rowId, unit);
+      }
+      copy = { matrix, seq };
+      this.copies.set(apiKeyId, copy);
+      this.held += matrix.bytes;
+    }
+    for (const [key] of this.copies) {
+      if (this.held <= this.budgetBytes || key === apiKeyId) break;
+      this.drop(key);
+    }
+    if (this.held > this.budgetBytes) {
+      this.drop(apiKeyId);
+      return null;
+    }
+    return copy;
+  }
+
+  private drop(apiKeyId: string): void {
+    const c = this.copies.get(apiKeyId);
+    if (!c) return;
+    this.held -= c.matrix.bytes;
+    this.copies.delete(apiKeyId);
+  }
+}
