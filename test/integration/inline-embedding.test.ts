@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Job } from 'bullmq';
+import { QueueEvents, type Job } from 'bullmq';
 import { forgetStaticModels } from '../../src/embedding/static';
 import { parsePayload } from '../../src/queue/jobs';
 import { startWorker, type RunningWorker } from '../../workers/main';
@@ -14,12 +14,35 @@ shareTypedArraysWithNative();
 const STATIC = { embeddingSource: 'static' as const, staticEnabled: true };
 const quiet = { REPAIR_SWEEP_EVERY_MS: '0', EXPIRE_EVERY_MS: '0', COMPACT_EVERY_MS: '0' };
 
-async function extract(t: TestApi, apiKeyId: string, userText: string, requestId: string): Promise<Job> {
-  const { jobId } = await t.ctx.queues.enqueue('extract-facts', { apiKeyId, userText, requestId });
-  return waitUntil(async () => {
-    const j = await t.ctx.queues.queue('extraction').getJob(jobId);
-    return j?.finishedOn ? j : null;
-  }, 15_000, `extraction ${requestId}`);
+/**
+ * Runs one extract-facts job and resolves with its result. A completed extraction is removed from Redis at once (its
+ * payload is chat text), so the result is read from the queue's events, listened to before the job is added.
+ */
+async function extract(t: TestApi, apiKeyId: string, userText: string, requestId: string): Promise<{ returnvalue: unknown }> {
+  const events = new QueueEvents('extraction', { connection: { url: t.env.REDIS_URL, maxRetriesPerRequest: null }, prefix: t.env.QUEUE_PREFIX });
+  events.on('error', () => undefined);
+  try {
+    await events.waitUntilReady();
+    // The job id is deterministic, so the listener knows it before the add (a fast worker may finish first).
+    const jobId = `extract-${requestId}`;
+    const done = new Promise<{ returnvalue: unknown }>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`timed out after 15000 ms waiting for extraction ${requestId}`)), 15_000);
+      events.on('completed', (e) => {
+        if (e.jobId !== jobId) return;
+        clearTimeout(timer);
+        resolve({ returnvalue: e.returnvalue });
+      });
+      events.on('failed', (e) => {
+        if (e.jobId !== jobId) return;
+        clearTimeout(timer);
+        reject(new Error(`extraction ${requestId} failed: ${e.failedReason}`));
+      });
+    });
+    expect((await t.ctx.queues.enqueue('extract-facts', { apiKeyId, userText, requestId })).jobId).toBe(jobId);
+    return await done;
+  } finally {
+    await events.close();
+  }
 }
 
 async function embedJobsFor(t: TestApi, memoryId: string): Promise<Job[]> {
