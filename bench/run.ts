@@ -8,6 +8,7 @@ import { runQdrantBench } from './qdrant.bench';
 import { runQualityBench } from './quality.bench';
 import { runRetrievalBench } from './retrieval.bench';
 import { runRetrievalAbBench } from './retrieval-ab.bench';
+import { runTargetsBench } from './targets.bench';
 import { runRetrievalTargetsBench } from './retrieval-targets.bench';
 import { runRrfWeightBench } from './rrf-weights.bench';
 import { runVectorBench } from './vector.bench';
@@ -43,6 +44,7 @@ export const BENCHES: Bench[] = [
   { name: 'load', title: 'Proxy and retrieve-preview under load (autocannon, 32 connections): req/s, p50/p99, errors, api RSS vs upstream direct (issue #15)', run: runLoadBench },
   { name: 'soak', title: 'Soak: mixed traffic against spawned api + worker, sampled every 10 s (--minutes=N, default 10; issue #15)', run: runSoakBench },
   { name: 'qdrant', title: 'Qdrant tier: search p50 through the store vs sqlite-vec KNN, backfill rows/s (against the fake Qdrant)', run: runQdrantBench },
+  { name: 'targets', title: "Issue 14's whole target table: retrieval, request path and job figures beside their same-run baselines (--scale 1m adds the 1M-row tenant figure)", run: () => runTargetsBench() },
 ];
 
 /** Runs the named benches (all when none are named) in sequence, each under a heading; figures are printed, never asserted. Arguments starting with `--` are options a bench reads itself (e.g. `quality --sets=gen-na`). */
