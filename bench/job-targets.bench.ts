@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 /**
  * Issue 14's job-side targets, measured through real worker processes (`node <dist>/src/cli.js worker`)
  * on a redis-server of the bench's own (never 6379):
@@ -176,7 +177,9 @@ async function waitServing(w: WorkerProc, queues: QueueLayer, served: QueueName[
 /** A data dir with `rows` flagged memories, the static source selected and an empty index built for its signature (so no drift reindex starts at boot). */
 async function seedTemplate(model: BenchModel, redisUrl: string, rows: number, embedAll: boolean): Promise<string> {
   // Cached across runs (never committed): seeding 100k rows takes ~15 s.
-  const cached = path.join(os.tmpdir(), `engram-job-targets-${SEED_FORMAT}-${model.fixture ? 'fixture' : 'wink'}-${rows}-${embedAll ? 'embedded' : 'flagged'}`);
+  // Keyed by the model folder too: the stored index signature names it, so another checkout's copy would not match.
+  const folderTag = crypto.createHash('sha256').update(model.folder).digest('hex').slice(0, 8);
+  const cached = path.join(os.tmpdir(), `engram-job-targets-${SEED_FORMAT}-${model.fixture ? 'fixture' : 'wink'}-${folderTag}-${rows}-${embedAll ? 'embedded' : 'flagged'}`);
   if (fs.existsSync(path.join(cached, 'complete'))) return cached;
   const dir = await seedFresh(model, redisUrl, rows, embedAll);
   fs.rmSync(cached, { recursive: true, force: true });

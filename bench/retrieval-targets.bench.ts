@@ -229,7 +229,9 @@ async function openScaleDb(): Promise<{ ctx: ApiContext; env: Env; signature: st
   const corpus = new Corpus(model);
   const dir = path.join(os.tmpdir(), 'engram-bench-1m');
   const marker = path.join(dir, `ready-${SCALE_CACHE_VERSION}.json`);
-  const built = !fs.existsSync(marker);
+  // The index signature names the model folder: a cache built from another checkout's folder is rebuilt, not half-used.
+  const cachedFor = fs.existsSync(marker) ? (JSON.parse(fs.readFileSync(marker, 'utf8')) as { modelFolder?: string }).modelFolder : undefined;
+  const built = cachedFor !== model.folder;
   if (built) fs.rmSync(dir, { recursive: true, force: true });
   fs.mkdirSync(dir, { recursive: true });
   const env = testEnv({ DATA_DIR: dir, MEMORY_STATIC_MODEL: model.folder, QUEUE_PREFIX: testPrefix('bench-targets-1m'), MEMORY_EMBEDDING_CACHE_MAX: '5000' });
@@ -250,7 +252,7 @@ async function openScaleDb(): Promise<{ ctx: ApiContext; env: Env; signature: st
       if (done % 1000 === 0) console.log(`1M database: ${(done + round) * SCALE_KEYS} rows seeded, ${((performance.now() - t0) / 1000).toFixed(0)} s`);
     }
     await embedPending(ctx.embedding, ctx.vectors, settings, signature, probe.resolution.dimensions!);
-    fs.writeFileSync(marker, JSON.stringify({ signature, seconds: (performance.now() - t0) / 1000 }));
+    fs.writeFileSync(marker, JSON.stringify({ signature, modelFolder: model.folder, seconds: (performance.now() - t0) / 1000 }));
     console.log(`1M database built in ${((performance.now() - t0) / 1000).toFixed(0)} s: ${dir}`);
   }
   return { ctx, env, signature, queries: corpus.queries(QUERIES, 7), built };
