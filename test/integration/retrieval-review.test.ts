@@ -6,7 +6,8 @@ import { buildTestApi, type TestApi } from '../helpers/api';
 import type { RetrieveOptions } from '../../src/memory/retrieval.types';
 
 const api = { source: 'api' as const };
-const opts = (o: Partial<RetrieveOptions> = {}): RetrieveOptions => ({ strategy: 'keyword', maxTokens: 4000, retentionDays: 30, ...o });
+/** No embedding source is configured: hybrid is the keyword tier alone. */
+const opts = (o: Partial<RetrieveOptions> = {}): RetrieveOptions => ({ strategy: 'hybrid', maxTokens: 4000, retentionDays: 30, ...o });
 
 describe('common-term drop judged on the whole index never empties another key’s keyword tier', () => {
   let t: TestApi;
