@@ -113,6 +113,10 @@ export class RetrievalRepository {
       const hit = this.docFreqs.get(t);
       if (hit && now - hit.at <= DOC_FREQ_TTL_MS) return hit.doc;
       const doc = (df.get(t) as { doc: number } | undefined)?.doc ?? 0;
+      // A count of 0 is not kept: the common-term drop treats such a term as absent, so a remembered
+      // 0 would leave a just-written rare word out of the MATCH for the whole TTL (a chat asks about
+      // a word, extraction stores it, the next turn asks again). An absent term's lookup is one seek.
+      if (doc === 0) return 0;
       if (this.docFreqs.size >= DOC_FREQ_MAX_TERMS) this.docFreqs.clear();
       this.docFreqs.set(t, { doc, at: now });
       return doc;

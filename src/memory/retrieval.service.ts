@@ -229,9 +229,14 @@ export class RetrievalService implements Retriever {
   private keyword(filter: CandidateFilter, query: string, onlyUnembedded = false, order: 'bm25' | 'newest' = 'bm25'): KeywordCandidate[] {
     const terms = ftsQueryTerms(query);
     if (terms.length === 0) return [];
-    const match = ftsMatchOf(order === 'bm25' ? this.discriminatingTerms(terms) : terms);
+    const used = order === 'bm25' ? this.discriminatingTerms(terms) : terms;
+    let rows = this.repo.fts(ftsMatchOf(used), filter, FTS_LIMIT, onlyUnembedded, order);
+    // Terms are judged common or rare over the whole index (every key's rows): the rarer term kept
+    // may be one only other keys hold, so the narrowed MATCH finds nothing of this key's although its
+    // rows hold the dropped terms. Then the query's own words decide.
+    if (rows.length === 0 && used.length < terms.length) rows = this.repo.fts(ftsMatchOf(terms), filter, FTS_LIMIT, onlyUnembedded, order);
     const out: KeywordCandidate[] = [];
-    for (const { record, bm25 } of this.repo.fts(match, filter, FTS_LIMIT, onlyUnembedded, order)) {
+    for (const { record, bm25 } of rows) {
       out.push({ record, vecScore: null, ftsScore: Math.round(-bm25 * 1e4) / 1e4, relevance: relevanceOf(record, query), bm25 });
     }
     return out;

@@ -80,6 +80,27 @@ export class DotScanMatrix {
     return rows * (Math.ceil(dim / 8) * 8 + 3) * 4;
   }
 
+  /** Rows the matrix holds before it must grow. */
+  get rowCapacity(): number {
+    return this.capacity;
+  }
+
+  /**
+   * The most rows a matrix of `dim` floats can hold within `bytes` (its WebAssembly memory, rounded up
+   * to whole pages, plus the id array), or 0 when not even 8 fit.
+   */
+  static capacityWithin(bytes: number, dim: number): number {
+    const stride = Math.ceil(dim / 8) * 8;
+    // memory ≤ 4·(stride + cap·(stride + 1)) + one page of rounding; ids = 8·cap.
+    const cap = Math.floor((bytes - PAGE - 4 * stride) / (4 * (stride + 1) + 8));
+    return cap >= 8 ? Math.floor(cap / 8) * 8 : 0;
+  }
+
+  /** Grows the matrix to hold at least `rows` rows (one copy), so the next inserts do not double it. */
+  reserve(rows: number): void {
+    if (rows > this.capacity) this.allocate(rows);
+  }
+
   private get scoresOffset(): number {
     return this.stride; // in floats
   }

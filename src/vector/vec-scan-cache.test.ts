@@ -185,4 +185,30 @@ describe('SqliteVecStore with the in-memory WebAssembly scan (issue #14)', () =>
     expect(spy).toHaveBeenCalled();
     expect(p.store.scanCache.tenants).toBe(0);
   });
+
+  it('keeps a tenant between half and all of the budget across writes, without reloading it', () => {
+    // 2,000 rows of 64 floats take ~0.54 MB; the budget (0.9 MB) holds them but not a doubled matrix.
+    const p = open(testEnv(), 900_000);
+    const vec0 = open(p.s.env, 0);
+    const dim = 64;
+    const r = rng(23);
+    const rows = p.create(Array.from({ length: 2000 }, () => memoryInput({ apiKeyId: 't' })));
+    p.store.rebuild(`static:m:${dim}`, dim);
+    put(p.store, rows, () => randomUnit(dim, r));
+    const loads = jest.spyOn(p.store['repo'], 'partitionVectors');
+    p.store.knn('t', randomUnit(dim, r), 5, { nowIso: now() });
+    expect(p.store.scanCache.tenants).toBe(1);
+    for (let i = 0; i < 5; i++) {
+      const [fresh] = p.create([memoryInput({ apiKeyId: 't' })]);
+      const q = randomUnit(dim, r);
+      put(p.store, [fresh!], () => q);
+      const got = p.store.knn('t', q, 5, { nowIso: now() });
+      expect(got[0]!.id).toBe(fresh!.id);
+      expect(got.map((h) => h.id)).toEqual(vec0.store.knn('t', q, 5, { nowIso: now() }).map((h) => h.id));
+      // Still held, within the budget, and caught up from the log rather than reloaded.
+      expect(p.store.scanCache.tenants).toBe(1);
+      expect(p.store.scanCache.bytesHeld).toBeLessThanOrEqual(900_000);
+    }
+    expect(loads).toHaveBeenCalledTimes(1);
+  });
 });

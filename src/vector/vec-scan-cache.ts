@@ -99,6 +99,13 @@ export class VecScanCache {
       this.copies.delete(apiKeyId); // re-inserted below: Map order is the LRU order
       const before = copy.matrix.bytes;
       const changes = this.repo.logSince(apiKeyId, copy.seq);
+      // Room for the new rows, grown at most to what the budget can hold: doubling a copy of more
+      // than half the budget would push it over, drop it, and reload it whole at the next search
+      // (then double again at the next insert), so a steadily written tenant was reloaded per write.
+      const need = copy.matrix.size + changes.rowIds.filter((id) => !copy!.matrix.has(id)).length;
+      if (need > copy.matrix.rowCapacity) {
+        copy.matrix.reserve(Math.max(need, Math.min(copy.matrix.rowCapacity * 2, DotScanMatrix.capacityWithin(this.budgetBytes, table.dim))));
+      }
       for (const rowId of changes.rowIds) {
         const raw = this.repo.vectorOf(apiKeyId, rowId);
         const unit = raw ? decodeVector(raw, table.dim, table.quantization) : null;
