@@ -77,3 +77,63 @@ describe('the brute-force brake counts every guess, also pipelined on one connec
     expect(statuses.slice(LIMIT)).toEqual(Array.from({ length: 20 - LIMIT }, () => 429));
   });
 });
+
+describe('client bytes go upstream only when they say what Engram parsed', () => {
+  let t: TestApi;
+  let fake: FakeUpstream;
+  let server: http.Server;
+  let port: number;
+  let key: string;
+
+  beforeAll(async () => {
+    fake = await startFakeUpstream();
+    t = buildTestApi(testEnv({ UPSTREAM_BASE_URL: `${fake.url}/v1` }));
+    key = t.ctx.apiKeys.create('raw').key;
+    t.ctx.settings.updateMemory({ enabled: false });
+    ({ server, port } = await listen(t));
+  });
+  afterAll(async () => {
+    await stop(server);
+    await t.close();
+    await fake.close();
+  });
+  beforeEach(() => fake.reset());
+
+  /** POSTs these exact bytes (supertest would not send a Buffer as a JSON body unchanged). */
+  const chat = (body: Buffer) =>
+    new Promise<{ status: number }>((resolve, reject) => {
+      const req = http.request(
+        { host: '127.0.0.1', port, method: 'POST', path: '/v1/chat/completions', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'content-length': body.length } },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve({ status: res.statusCode ?? 0 }));
+        },
+      );
+      req.on('error', reject);
+      req.end(body);
+    });
+  const lastChat = () => {
+    const r = fake.requests.filter((x) => x.path.endsWith('/chat/completions'));
+    expect(r).toHaveLength(1);
+    return r[0];
+  };
+
+  it('a body with a UTF-8 BOM (accepted by the JSON parser) reaches the upstream without it', async () => {
+    const json = '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"bom"}]}';
+    const res = await chat(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(json)]));
+    expect(res.status).toBe(200);
+    const up = lastChat();
+    expect(up.raw.charCodeAt(0)).not.toBe(0xfeff);
+    expect(JSON.parse(up.raw)).toEqual(JSON.parse(json));
+  });
+
+  it('malformed UTF-8 (read by Engram as U+FFFD) is not forwarded as is: the upstream gets valid UTF-8, the text Engram saw', async () => {
+    const body = Buffer.concat([Buffer.from('{"model":"gpt-4o-mini","messages":[{"role":"user","content":"bad '), Buffer.from([0xff, 0xfe]), Buffer.from(' bytes"}]}')]);
+    const res = await chat(body);
+    expect(res.status).toBe(200);
+    const up = lastChat();
+    // The fake decodes what it got as UTF-8: the byte count it was sent equals its text's only when that was valid UTF-8.
+    expect(Number(up.headers['content-length'])).toBe(Buffer.byteLength(up.raw, 'utf8'));
+    expect((JSON.parse(up.raw) as { messages: { content: string }[] }).messages[0].content).toBe('bad \ufffd\ufffd bytes');
+  });
+});
