@@ -137,3 +137,55 @@ describe('client bytes go upstream only when they say what Engram parsed', () =>
     expect((JSON.parse(up.raw) as { messages: { content: string }[] }).messages[0].content).toBe('bad \ufffd\ufffd bytes');
   });
 });
+
+describe('a refusal that leaves the body unread closes the connection (Node would read all of it)', () => {
+  let t: TestApi;
+  let server: http.Server;
+  let port: number;
+
+  beforeAll(async () => {
+    t = buildTestApi();
+    ({ server, port } = await listen(t));
+  });
+  afterAll(async () => {
+    await stop(server);
+    await t.close();
+  });
+
+  /** Declares a huge body, sends a little of it and keeps the connection open; resolves once the server has answered AND closed it. */
+  const answeredAndClosed = (head: string[]) =>
+    new Promise<{ status: number; closed: boolean }>((resolve, reject) => {
+      const s = net.connect(port, '127.0.0.1');
+      let raw = '';
+      let status = 0;
+      const timer = setTimeout(() => {
+        s.destroy();
+        resolve({ status, closed: false });
+      }, 3000);
+      s.on('error', reject);
+      s.on('data', (d: Buffer) => {
+        raw += d.toString('latin1');
+        status = Number(/^HTTP\/1\.1 (\d{3})/.exec(raw)?.[1] ?? 0);
+      });
+      s.on('end', () => {
+        clearTimeout(timer);
+        s.destroy();
+        resolve({ status, closed: true });
+      });
+      s.on('connect', () => {
+        s.write([...head, 'Host: 127.0.0.1', `Content-Length: ${500 * 1_048_576}`, '', ''].join('\r\n'));
+        s.write(Buffer.alloc(64 * 1024, 0x7b));
+      });
+    });
+
+  it.each([
+    ['no credentials on /v1', ['POST /v1/chat/completions HTTP/1.1', 'Content-Type: application/json'], 401],
+    ['a wrong key on /v1', ['POST /v1/chat/completions HTTP/1.1', 'Content-Type: application/json', `Authorization: Bearer ${BAD_KEY}`], 401],
+    ['no credentials on /api', ['POST /api/memory HTTP/1.1', 'Content-Type: application/json'], 401],
+    ['a text body on /admin/login', ['POST /admin/login HTTP/1.1', 'Content-Type: text/plain'], 403],
+  ])('%s', async (_name, head, expected) => {
+    const r = await answeredAndClosed(head);
+    expect(r.status).toBe(expected);
+    expect(r.closed).toBe(true);
+  });
+});

@@ -8,7 +8,7 @@ import type { ApiContext } from '../api-context';
 import { safeEqual } from '../../auth/management-token';
 import type { AdminSessionService } from '../../auth/admin-sessions.service';
 import { MGMT_COOKIE, MGMT_COOKIE_PATH, clearSessionCookie, requireManagement } from '../auth';
-import { sendError } from '../error-handler';
+import { closeIfBodyUnread, sendError } from '../error-handler';
 import { clientIp, sendThrottled } from '../auth-throttle';
 import { documented, type RouteDoc } from '../route-doc';
 import { refuseOversizedBody } from '../validate';
@@ -80,6 +80,7 @@ export function adminRoutes(ctx: ApiContext, sessions: AdminSessionService): Rou
     const throttled = (verdict: { retryAfterSeconds: number }) => {
       if (wantsJson(req)) return sendThrottled(res, verdict);
       res.setHeader('retry-after', String(verdict.retryAfterSeconds));
+      closeIfBodyUnread(res);
       res.status(429).type('html').send(loginPage(`Too many failed sign-ins from this address; try again in ${verdict.retryAfterSeconds} s.`, next));
     };
     // Checked first, throttled second, nothing awaited in between (see AuthThrottle.verdict); an empty token is no guess.
@@ -88,6 +89,7 @@ export function adminRoutes(ctx: ApiContext, sessions: AdminSessionService): Rou
     if (verdict.blocked) return throttled(verdict);
     if (!valid) {
       if (wantsJson(req)) return sendError(res, 403, 'forbidden', 'That token is not valid');
+      closeIfBodyUnread(res);
       res.status(403).type('html').send(loginPage('That token is not valid.', next));
       return;
     }
