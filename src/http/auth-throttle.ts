@@ -28,12 +28,13 @@ const KNOWN_TTL_MS = 24 * 3600_000;
  *   nor does an expired session cookie (256 random bits: not guessable, and counting them would lock
  *   operators out after a restart).
  * - After `failures` failures in `windowMs`, the IP is blocked for `blockMs`: a credential from it
- *   is answered 429 (Retry-After, the one error shape) WITHOUT being checked, so a blocked attacker
- *   learns nothing more — not even when it guesses right.
+ *   is answered 429 (Retry-After, the one error shape) whether it is right or wrong, so a blocked
+ *   attacker learns nothing more — not even when it guesses right.
  * - Except a credential that already succeeded from that IP (remembered as a salted hash, not the
  *   secret): the apps and the operator already working from an address keep working while something
  *   else there guesses. Another IP is never affected. A credential first presented during a block
- *   waits the block out (bounded by `blockMs`).
+ *   waits the block out (bounded by `blockMs`). The price: whoever shares the IP (a NAT, a reverse proxy
+ *   that is not on loopback) can tell a remembered credential from the others during a block.
  * - A success does not reset the failures: otherwise a holder of one valid client key could
  *   interleave it with guesses at the management token, for ever.
  */
@@ -58,30 +59,33 @@ export class AuthThrottle {
     return crypto.createHmac('sha256', this.salt).update(ip).update('\0').update(credential).digest('hex');
   }
 
-  /** Whether `credential` from `ip` may be checked now (call before verifying it). */
-  async check(ip: string, credential: string): Promise<ThrottleVerdict> {
+  /**
+   * The throttle's answer for one credential check, called right AFTER the (synchronous) verification and before
+   * anything else is awaited: a wrong credential counts one failure (blocked once over the limit); a right one
+   * passes unless the IP is blocked and it never succeeded from there. Deciding after the check is what keeps the
+   * count exact: the limiter's memory store counts and reads synchronously, so N guesses pipelined on one
+   * connection (parsed and routed in one go, before any promise settles) are counted one by one — reading the
+   * state before the check and counting after an await let every guess of such a batch through unbraked. A blocked
+   * IP gets the same 429 for a right (unremembered) and a wrong credential: it learns nothing.
+   */
+  async verdict(ip: string, credential: string, valid: boolean): Promise<ThrottleVerdict> {
     if (!this.limiter) return { blocked: false };
-    const res = await this.limiter.get(ip);
-    if (!res || res.consumedPoints <= this.options.failures) return { blocked: false };
-    if (this.known.has(this.fingerprint(ip, credential))) return { blocked: false };
-    return { blocked: true, retryAfterSeconds: Math.max(1, Math.ceil(res.msBeforeNext / 1000)) };
-  }
-
-  /** Records a wrong credential; returns the block it started (or null while under the limit). */
-  async failed(ip: string): Promise<ThrottleVerdict> {
-    if (!this.limiter) return { blocked: false };
-    try {
-      await this.limiter.consume(ip);
-      return { blocked: false };
-    } catch (rejection) {
-      if (!(rejection instanceof RateLimiterRes)) throw rejection;
-      return { blocked: true, retryAfterSeconds: Math.max(1, Math.ceil(rejection.msBeforeNext / 1000)) };
+    if (!valid) {
+      try {
+        await this.limiter.consume(ip);
+        return { blocked: false };
+      } catch (rejection) {
+        if (!(rejection instanceof RateLimiterRes)) throw rejection;
+        return { blocked: true, retryAfterSeconds: Math.max(1, Math.ceil(rejection.msBeforeNext / 1000)) };
+      }
     }
-  }
-
-  /** Remembers a credential that was right from this IP (it passes a later block of the IP). */
-  succeeded(ip: string, credential: string): void {
-    if (this.limiter) this.known.set(this.fingerprint(ip, credential), true);
+    const fingerprint = this.fingerprint(ip, credential);
+    const res = await this.limiter.get(ip);
+    if (res && res.consumedPoints > this.options.failures && !this.known.has(fingerprint)) {
+      return { blocked: true, retryAfterSeconds: Math.max(1, Math.ceil(res.msBeforeNext / 1000)) };
+    }
+    this.known.set(fingerprint, true);
+    return { blocked: false };
   }
 }
 

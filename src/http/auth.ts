@@ -47,15 +47,11 @@ export function requireManagement(
   return async (req, res, next) => {
     const header = bearer(req);
     if (header) {
-      const ip = clientIp(req);
-      const verdict = opts.throttle ? await opts.throttle.check(ip, header) : { blocked: false as const };
+      // Checked first, throttled second, nothing awaited in between (see AuthThrottle.verdict).
+      const valid = safeEqual(header, token);
+      const verdict = opts.throttle ? await opts.throttle.verdict(clientIp(req), header, valid) : { blocked: false as const };
       if (verdict.blocked) return sendThrottled(res, verdict);
-      if (!safeEqual(header, token)) {
-        const after = opts.throttle ? await opts.throttle.failed(ip) : { blocked: false as const };
-        if (after.blocked) return sendThrottled(res, after);
-        return sendError(res, 403, 'forbidden', 'Invalid management token');
-      }
-      opts.throttle?.succeeded(ip, header);
+      if (!valid) return sendError(res, 403, 'forbidden', 'Invalid management token');
     } else {
       const cookie = opts.sessions ? (req.cookies?.[MGMT_COOKIE] as string | undefined) : undefined;
       if (cookie && opts.cookieNeedsCsrfHeader) {
@@ -85,17 +81,12 @@ export function requireApiKey(keys: ApiKeyService, throttle?: AuthThrottle): Req
   return async (req, res, next) => {
     const presented = bearer(req) ?? (typeof req.headers['x-api-key'] === 'string' ? req.headers['x-api-key'] : null);
     if (!presented) return sendError(res, 401, 'unauthorized', "You didn't provide an API key (Authorization: Bearer <key>)");
-    const ip = clientIp(req);
-    const verdict = throttle ? await throttle.check(ip, presented) : { blocked: false as const };
-    if (verdict.blocked) return sendThrottled(res, verdict);
+    // Checked first, throttled second, nothing awaited in between (see AuthThrottle.verdict).
     const rec = keys.verify(presented);
+    const verdict = throttle ? await throttle.verdict(clientIp(req), presented, rec !== null) : { blocked: false as const };
+    if (verdict.blocked) return sendThrottled(res, verdict);
     // Never echo what was presented.
-    if (!rec) {
-      const after = throttle ? await throttle.failed(ip) : { blocked: false as const };
-      if (after.blocked) return sendThrottled(res, after);
-      return sendError(res, 401, 'unauthorized', 'Incorrect or revoked API key provided');
-    }
-    throttle?.succeeded(ip, presented);
+    if (!rec) return sendError(res, 401, 'unauthorized', 'Incorrect or revoked API key provided');
     res.locals.auth = { kind: 'apiKey', key: rec };
     next();
   };

@@ -26,11 +26,24 @@ export const useOpenAiErrors: RequestHandler = (_req, res, next) => {
 };
 
 /**
+ * An answer sent while the request's body is still unread (refused before parsing: no or a wrong credential, a
+ * 415, a 404) closes the connection. On keep-alive Node would otherwise read and drop the rest of the body
+ * (`req._dump()`) to reach the next request — any amount, before authentication.
+ */
+export function closeIfBodyUnread(res: { req?: { complete: boolean; readableFlowing: boolean | null; headers: Record<string, unknown> }; headersSent: boolean; setHeader(name: string, value: string): unknown }): void {
+  const req = res.req;
+  if (!req || res.headersSent || req.complete || req.readableFlowing !== null) return;
+  const length = req.headers['content-length'];
+  if (req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0')) res.setHeader('connection', 'close');
+}
+
+/**
  * Sends an error: the one shape `{error:{code,message,details}, requestId}`, or on /v1 OpenAI's
  * `{error:{message,type,param,code}}` (a 401 there is always `invalid_api_key`, as OpenAI's SDKs expect).
  * A 503 also gets Retry-After.
  */
 export function sendError(res: Parameters<RequestHandler>[1], status: number, code: string, message: string, details: unknown = null): void {
+  closeIfBodyUnread(res);
   if (status === 503) res.setHeader('retry-after', String(RETRY_AFTER_SECONDS));
   if (res.locals.errorFormat === 'openai') {
     res.status(status).json({ error: { message, type: openAiType(status), param: openAiParam(details), code: status === 401 ? 'invalid_api_key' : code } });

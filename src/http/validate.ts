@@ -1,3 +1,4 @@
+import { isUtf8 as isUtf8Text } from 'node:buffer';
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import type { z } from 'zod';
 import { AppError, validationError } from '../errors';
@@ -133,7 +134,13 @@ function jsonParser(opts: { limit: number; maxDepth: number; keepRaw?: boolean }
       if (jsonDepthExceeds(utf8, opts.maxDepth)) {
         throw Object.assign(new Error(`JSON nested deeper than ${opts.maxDepth} levels`), { status: 400, type: 'entity.too.deep', expose: true });
       }
-      if (opts.keepRaw) (req as RawBodyCarrier)[RAW_BODY] = utf8;
+      if (opts.keepRaw) {
+        // Forwarded only when the bytes say what was parsed: body-parser drops a UTF-8 BOM (a strict upstream
+        // JSON parser refuses one) and reads malformed UTF-8 as U+FFFD (the upstream would get bytes other than
+        // the text Engram validated and extracts from). Either way the parsed body is re-encoded instead.
+        const bom = isUtf8 && utf8.length >= 3 && utf8[0] === 0xef && utf8[1] === 0xbb && utf8[2] === 0xbf;
+        if (!bom && isUtf8Text(utf8)) (req as RawBodyCarrier)[RAW_BODY] = utf8;
+      }
     },
   });
 }

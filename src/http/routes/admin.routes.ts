@@ -8,7 +8,7 @@ import type { ApiContext } from '../api-context';
 import { safeEqual } from '../../auth/management-token';
 import type { AdminSessionService } from '../../auth/admin-sessions.service';
 import { MGMT_COOKIE, MGMT_COOKIE_PATH, clearSessionCookie, requireManagement } from '../auth';
-import { sendError } from '../error-handler';
+import { closeIfBodyUnread, sendError } from '../error-handler';
 import { clientIp, sendThrottled } from '../auth-throttle';
 import { documented, type RouteDoc } from '../route-doc';
 import { refuseOversizedBody } from '../validate';
@@ -80,18 +80,19 @@ export function adminRoutes(ctx: ApiContext, sessions: AdminSessionService): Rou
     const throttled = (verdict: { retryAfterSeconds: number }) => {
       if (wantsJson(req)) return sendThrottled(res, verdict);
       res.setHeader('retry-after', String(verdict.retryAfterSeconds));
+      closeIfBodyUnread(res);
       res.status(429).type('html').send(loginPage(`Too many failed sign-ins from this address; try again in ${verdict.retryAfterSeconds} s.`, next));
     };
-    const verdict = token ? await ctx.authThrottle.check(ip, token) : { blocked: false as const };
+    // Checked first, throttled second, nothing awaited in between (see AuthThrottle.verdict); an empty token is no guess.
+    const valid = token !== '' && safeEqual(token, ctx.managementToken);
+    const verdict = token ? await ctx.authThrottle.verdict(ip, token, valid) : { blocked: false as const };
     if (verdict.blocked) return throttled(verdict);
-    if (!token || !safeEqual(token, ctx.managementToken)) {
-      const after = token ? await ctx.authThrottle.failed(ip) : { blocked: false as const };
-      if (after.blocked) return throttled(after);
+    if (!valid) {
       if (wantsJson(req)) return sendError(res, 403, 'forbidden', 'That token is not valid');
+      closeIfBodyUnread(res);
       res.status(403).type('html').send(loginPage('That token is not valid.', next));
       return;
     }
-    ctx.authThrottle.succeeded(ip, token);
     const session = sessions.create();
     res.cookie(MGMT_COOKIE, session.id, { httpOnly: true, sameSite: 'strict', path: MGMT_COOKIE_PATH, secure: req.secure, maxAge: session.maxAgeMs });
     // A cookie left at the old /admin path would be sent first and shadow this one.

@@ -20,21 +20,16 @@ export function requireMcpAuth(ctx: Pick<ApiContext, 'managementToken' | 'apiKey
     const token = bearer(req);
     res.setHeader('www-authenticate', 'Bearer realm="engram-mcp"');
     if (!token) return sendError(res, 401, 'unauthorized', 'Credentials required (Authorization: Bearer <client API key or MANAGEMENT_TOKEN>)');
-    const ip = clientIp(req);
-    const verdict = await ctx.authThrottle.check(ip, token);
-    if (verdict.blocked) return sendThrottled(res, verdict);
+    // Checked first, throttled second, nothing awaited in between (see AuthThrottle.verdict).
     let principal: McpPrincipal | null = null;
     if (safeEqual(token, ctx.managementToken)) principal = { kind: 'management' };
     else {
       const rec = ctx.apiKeys.verify(token);
       if (rec) principal = { kind: 'apiKey', apiKeyId: rec.id };
     }
-    if (!principal) {
-      const after = await ctx.authThrottle.failed(ip);
-      if (after.blocked) return sendThrottled(res, after);
-      return sendError(res, 401, 'unauthorized', 'Incorrect or revoked API key or management token');
-    }
-    ctx.authThrottle.succeeded(ip, token);
+    const verdict = await ctx.authThrottle.verdict(clientIp(req), token, principal !== null);
+    if (verdict.blocked) return sendThrottled(res, verdict);
+    if (!principal) return sendError(res, 401, 'unauthorized', 'Incorrect or revoked API key or management token');
     res.removeHeader('www-authenticate');
     res.locals.mcpPrincipal = principal;
     next();
