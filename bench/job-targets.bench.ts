@@ -11,7 +11,6 @@ import crypto from 'node:crypto';
  * `--before=<dist>` measures another build's worker (e.g. main's) in the same run, on copies of the
  * same seeded database. Figures are printed and written to bench/results/job-targets.json, never asserted.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -29,6 +28,7 @@ import { TestRedis } from '../test/helpers/redis-server';
 import { benchStaticModel, type BenchModel } from './build-wink-model';
 import { Corpus, embedPending, rng, seedMemories } from './retrieval.bench';
 import { reportTargets, type TargetRow } from './target-table';
+import { spawnBenchWorker, stopBenchWorker, untilWorker, type BenchWorker } from './worker-process';
 
 /** Bumped when the seeded data changes, so a cached template is rebuilt. */
 const SEED_FORMAT = 'v1';
@@ -54,11 +54,7 @@ const FACT_WORDS = (
   'beaches forests deserts rivers lakes islands castles museums gardens libraries trains boats planes bicycles'
 ).split(' ');
 
-interface WorkerProc {
-  child: ChildProcess;
-  startedAt: number;
-  stderr: () => string;
-}
+type WorkerProc = BenchWorker;
 
 interface BuildFigures {
   label: string;
@@ -112,51 +108,20 @@ function procCpuS(pid: number | undefined): number {
 }
 
 function spawnWorker(cli: string, env: Env, queues: QueueName[]): WorkerProc {
-  const child = spawn(process.execPath, [cli, 'worker'], {
-    env: {
-      ...process.env,
-      NODE_ENV: 'production',
-      LOG_LEVEL: 'warn',
-      DATA_DIR: env.DATA_DIR,
-      QUEUE_PREFIX: env.QUEUE_PREFIX,
-      REDIS_URL: env.REDIS_URL,
-      WORKER_QUEUES: queues.join(','),
-      REPAIR_SWEEP_EVERY_MS: '0',
-      EXPIRE_EVERY_MS: '0',
-      COMPACT_EVERY_MS: '0',
-      MEMORY_STATIC_MODEL: env.MEMORY_STATIC_MODEL,
-    },
-    stdio: ['ignore', 'ignore', 'pipe'],
+  return spawnBenchWorker(cli, {
+    DATA_DIR: env.DATA_DIR,
+    QUEUE_PREFIX: env.QUEUE_PREFIX,
+    REDIS_URL: env.REDIS_URL,
+    WORKER_QUEUES: queues.join(','),
+    REPAIR_SWEEP_EVERY_MS: '0',
+    EXPIRE_EVERY_MS: '0',
+    COMPACT_EVERY_MS: '0',
+    MEMORY_STATIC_MODEL: env.MEMORY_STATIC_MODEL,
   });
-  let err = '';
-  child.stderr?.on('data', (d: Buffer) => {
-    err = (err + d.toString()).slice(-4000);
-  });
-  child.on('error', (e) => {
-    err += `\nspawn error: ${e.message}`;
-  });
-  return { child, startedAt: performance.now(), stderr: () => err };
 }
 
-async function stopWorker(w: WorkerProc): Promise<void> {
-  if (w.child.exitCode !== null || w.child.signalCode !== null) return;
-  const exited = once(w.child, 'exit');
-  w.child.kill('SIGTERM');
-  const t = setTimeout(() => w.child.kill('SIGKILL'), 15_000);
-  await exited;
-  clearTimeout(t);
-}
-
-async function until<T>(what: string, w: WorkerProc, probe: () => Promise<T | null> | T | null, pollMs = POLL_MS): Promise<T> {
-  const started = performance.now();
-  for (;;) {
-    const v = await probe();
-    if (v !== null) return v;
-    if (w.child.exitCode !== null) throw new Error(`worker exited (${w.child.exitCode}) while waiting for ${what}: ${w.stderr()}`);
-    if (performance.now() - started > WAIT_LIMIT_MS) throw new Error(`gave up waiting for ${what} after ${WAIT_LIMIT_MS / 1000} s`);
-    await new Promise((r) => setTimeout(r, pollMs));
-  }
-}
+const stopWorker = stopBenchWorker;
+const until = <T>(what: string, w: WorkerProc, probe: () => Promise<T | null> | T | null, pollMs = POLL_MS): Promise<T> => untilWorker(what, w, probe, pollMs, WAIT_LIMIT_MS);
 
 /** Waits until every served queue has a worker connection, then lets the worker settle; returns boot → ready ms. */
 async function waitServing(w: WorkerProc, queues: QueueLayer, served: QueueName[]): Promise<number> {

@@ -1,4 +1,3 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -11,6 +10,7 @@ import { SqliteVecStore } from '../src/vector/sqlite-vec.store';
 import { silentLog, testEnv, testPrefix } from '../test/helpers/env';
 import { benchStaticModel } from './build-wink-model';
 import { Corpus, rng, seedMemories } from './retrieval.bench';
+import { spawnBenchWorker, stopBenchWorker, untilWorker, type BenchWorker } from './worker-process';
 
 const TRIVIAL_JOBS = 5_000;
 const CONCURRENCIES = [1, 8];
@@ -36,57 +36,24 @@ async function ready(queues: QueueLayer): Promise<void> {
   ]);
 }
 
-interface Worker {
-  child: ChildProcess;
-  startedAt: number;
-  stderr: () => string;
-}
+type Worker = BenchWorker;
 
 /** Spawns one built worker process serving only the maintenance queue, with the bench's prefix and data dir. */
 function spawnWorker(env: Env, concurrency: number | null): Worker {
-  const child = spawn(process.execPath, [CLI, 'worker'], {
-    env: {
-      ...process.env,
-      NODE_ENV: 'production',
-      LOG_LEVEL: 'warn',
-      DATA_DIR: env.DATA_DIR,
-      QUEUE_PREFIX: env.QUEUE_PREFIX,
-      REDIS_URL: env.REDIS_URL ?? 'redis://127.0.0.1:6379',
-      WORKER_QUEUES: 'maintenance',
-      WORKER_CONCURRENCY: concurrency === null ? '' : `maintenance=${concurrency}`,
-      REPAIR_SWEEP_EVERY_MS: '0',
-      EXPIRE_EVERY_MS: '0',
-      MEMORY_STATIC_MODEL: env.MEMORY_STATIC_MODEL,
-    },
-    stdio: ['ignore', 'ignore', 'pipe'],
+  return spawnBenchWorker(CLI, {
+    DATA_DIR: env.DATA_DIR,
+    QUEUE_PREFIX: env.QUEUE_PREFIX,
+    REDIS_URL: env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+    WORKER_QUEUES: 'maintenance',
+    WORKER_CONCURRENCY: concurrency === null ? '' : `maintenance=${concurrency}`,
+    REPAIR_SWEEP_EVERY_MS: '0',
+    EXPIRE_EVERY_MS: '0',
+    MEMORY_STATIC_MODEL: env.MEMORY_STATIC_MODEL,
   });
-  let err = '';
-  child.stderr?.on('data', (d: Buffer) => {
-    err = (err + d.toString()).slice(-4000);
-  });
-  return { child, startedAt: performance.now(), stderr: () => err };
 }
 
-/** SIGTERM (graceful), then SIGKILL if it has not exited within 15 s. */
-async function stopWorker(w: Worker): Promise<void> {
-  if (w.child.exitCode !== null || w.child.signalCode !== null) return;
-  const exited = once(w.child, 'exit');
-  w.child.kill('SIGTERM');
-  const t = setTimeout(() => w.child.kill('SIGKILL'), 15_000);
-  await exited;
-  clearTimeout(t);
-}
-
-async function until<T>(what: string, w: Worker, probe: () => Promise<T | null>): Promise<T> {
-  const started = performance.now();
-  for (;;) {
-    const v = await probe();
-    if (v !== null) return v;
-    if (w.child.exitCode !== null) throw new Error(`worker exited (${w.child.exitCode}) while waiting for ${what}: ${w.stderr()}`);
-    if (performance.now() - started > WAIT_LIMIT_MS) throw new Error(`gave up waiting for ${what} after ${WAIT_LIMIT_MS / 1000} s`);
-    await new Promise((r) => setTimeout(r, POLL_MS));
-  }
-}
+const stopWorker = stopBenchWorker;
+const until = <T>(what: string, w: Worker, probe: () => Promise<T | null>): Promise<T> => untilWorker(what, w, probe, POLL_MS, WAIT_LIMIT_MS);
 
 /** Removes every key of the bench's prefix: its queues (obliterate) and the worker metrics hash. */
 async function cleanRedis(queues: QueueLayer): Promise<void> {
