@@ -1,4 +1,5 @@
 import { runWinkModelCheck } from './build-wink-model';
+import { runDurableExtractBench } from './durable-extract.bench';
 import { runEmbeddingBench } from './embedding.bench';
 import { runJobsBench } from './jobs.bench';
 import { runJobTargetsBench } from './job-targets.bench';
@@ -37,6 +38,7 @@ export const BENCHES: Bench[] = [
   { name: 'rrf-weights', title: 'RRF weights on a labelled set (MRR, recall@3)', run: runRrfWeightBench },
   { name: 'quality', title: 'Retrieval quality on labelled chat sets vs BM25 / cosine / RRF references (issue #10)', run: runQualityBench },
   { name: 'jobs', title: 'Worker throughput and repair-sweep', run: runJobsBench },
+  { name: 'durable-extract', title: "The api's cost per chat of the durable extract-facts record (SQLite INSERT) beside the Redis add alone", run: runDurableExtractBench },
   { name: 'job-targets', title: 'Issue 14 job targets: 100k reindex through the job, chat → fact injectable, worker peak RSS (--before=<dist>)', run: () => runJobTargetsBench() },
   { name: 'proxy', title: 'Chat proxy added latency', run: runProxyBench },
   { name: 'proxy-targets', title: 'Issue 14 request path: proxy overhead, api CPU per chat, req/s share of upstream direct, api RSS (autocannon; --before=<dist root>, --profile=<dir>)', run: runProxyTargetsBench },

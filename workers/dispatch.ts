@@ -1,5 +1,5 @@
 import { DelayedError, UnrecoverableError, WaitingError, type Job } from 'bullmq';
-import { JOBS, type JobName } from '../src/queue/jobs';
+import { JOBS, type JobName, type JobSpec } from '../src/queue/jobs';
 import type { QueueName } from '../src/config/queue-names';
 import type { Metrics } from '../src/metrics';
 import type { JobContext, Registry, WorkerContext } from './context';
@@ -43,8 +43,17 @@ export function createProcessor(queue: QueueName, handlers: Registry, ctx: Worke
       stopTimer({ outcome: 'failed' });
       const final = err instanceof UnrecoverableError || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
       metrics.jobFailures.inc({ job: name, queue, final: String(final) });
-      if (final) log.error({ err }, 'job failed for good');
-      else log.warn({ err: { message: (err as Error).message } }, 'job attempt failed; BullMQ will retry');
+      if (final) {
+        log.error({ err }, 'job failed for good');
+        // A durable job's record leaves the relay with the job: quarantined, visible beside the failed job, never re-added.
+        if ((spec as JobSpec).durable && job.id) {
+          try {
+            ctx.queues.failDurable(name, job.id, (err as Error).message ?? String(err));
+          } catch (e) {
+            log.warn({ err: { message: (e as Error).message } }, 'could not quarantine the durable record; the sweep re-adds it after the failed job ages out');
+          }
+        }
+      } else log.warn({ err: { message: (err as Error).message } }, 'job attempt failed; BullMQ will retry');
       throw err;
     }
   };

@@ -83,6 +83,8 @@ export const envSchema = z.object({
   WORKER_STALLED_INTERVAL_MS: int(30_000, 1000, 600_000),
   WORKER_LOCK_DURATION_MS: int(30_000, 1000, 600_000),
   REPAIR_SWEEP_EVERY_MS: z.coerce.number().int().refine((n) => n === 0 || (n >= 1000 && n <= 86_400_000), 'expected 0 (off) or 1000-86400000').default(60_000),
+  // A durable job (extract-facts) whose record is this old and not done is re-added by the repair sweep (Redis may have lost it).
+  OUTBOX_RELAY_GRACE_MS: int(60_000, 0, 86_400_000),
   EXPIRE_EVERY_MS: z.coerce.number().int().refine((n) => n === 0 || (n >= 1000 && n <= 86_400_000), 'expected 0 (off) or 1000-86400000').default(300_000),
 
   UPSTREAM_BASE_URL: z.url({ protocol: /^https?$/, error: 'expected an http(s) URL' }).default('https://api.openai.com/v1'),

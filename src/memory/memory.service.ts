@@ -201,6 +201,16 @@ export class MemoryService {
     return changes;
   }
 
+  /**
+   * upsertMany whose transaction first asks `claim` (a durable job's record, see QueueLayer.claimDurable):
+   * when it says no, nothing is written and the answer is null. Record and facts commit together.
+   */
+  upsertManyClaimed(inputs: CreateMemoryInput[], ctx: ChangeContext, claim: () => boolean, op: EventOp = 'create', opts: UpsertOptions = {}): MemoryChange[] | null {
+    const changes = this.db.transaction(() => (claim() ? inputs.map((i) => this.upsertInTx(i, ctx, op, opts)) : null)).immediate();
+    if (changes) this.commit(changes);
+    return changes;
+  }
+
   private syncCacheWithOtherProcesses(): void {
     const v = this.repo.dataVersion();
     if (v !== this.seenDataVersion) {

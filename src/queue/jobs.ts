@@ -9,6 +9,12 @@ export interface JobSpec<S extends z.ZodType = z.ZodType> {
   schema: S;
   /** Deterministic id: the same logical work always gets the same id (BullMQ dedupes it). */
   jobId?: (data: z.infer<S>, now: number) => string | undefined;
+  /**
+   * The job is acknowledged work Redis alone must not hold (it may restart empty): its outbox row is
+   * written before the add and kept until the handler claims it in its own transaction
+   * (QueueLayer.claimDurable); the relay re-adds it if Redis lost the job. Needs a deterministic jobId.
+   */
+  durable?: boolean;
   /** Overrides of DEFAULT_JOB_OPTIONS. */
   options?: JobsOptions;
   /** Repeat interval for jobs run by a scheduler (created idempotently at worker boot). */
@@ -59,6 +65,8 @@ export const JOBS = {
       requestId: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/),
     }),
     jobId: (d) => `extract-${d.requestId}`,
+    // A 200 to the chat acknowledged these facts: a Redis restarted empty must not lose them (issue 15 §3).
+    durable: true,
     // The payload is the user's chat text: once the facts are in SQLite it has no reason to stay in Redis
     // (the default keeps 1000 completed jobs for a day). A failed one is kept a day for diagnosis.
     options: { removeOnComplete: true, removeOnFail: { age: 24 * 3600, count: 1000 } },

@@ -1,3 +1,4 @@
+import type { Statement } from 'better-sqlite3';
 import type { Db } from '../db/connection';
 
 /** A pending row; the payload is the stored JSON text (parsed, and judged, by the flush). */
@@ -7,6 +8,8 @@ export interface OutboxRow {
   jobId: string | null;
   payload: string;
   attempts: number;
+  /** A durable job's record that Redis took once (it may have lost the job since). */
+  tracked: boolean;
 }
 
 /** A row set aside because it can never be added; it waits for an operator. */
@@ -34,8 +37,13 @@ function toQuarantined(r: QuarantinedRow): QuarantinedOutboxRow {
   };
 }
 
-/** SQL over `outbox`: jobs acknowledged while Redis was unreachable. */
+/**
+ * SQL over `outbox`: jobs acknowledged while Redis was unreachable, and the durable records of
+ * jobs Redis alone must not hold (extract-facts: the user's stated facts), kept until done.
+ */
 export class OutboxRepository {
+  private insertTracked: Statement | undefined;
+
   constructor(private readonly db: Db) {}
 
   /** Stores a job; a second pending row for the same (name, id) collapses into the first. */
@@ -54,7 +62,7 @@ export class OutboxRepository {
     return this.db
       .transaction(() => {
         const have = this.db
-          .prepare('SELECT job_id FROM outbox WHERE job_name = ? AND quarantined_at IS NULL AND job_id IS NOT NULL ORDER BY outbox_id LIMIT 1')
+          .prepare('SELECT job_id FROM outbox WHERE job_name = ? AND quarantined_at IS NULL AND done_at IS NULL AND job_id IS NOT NULL ORDER BY outbox_id LIMIT 1')
           .get(jobName) as { job_id: string } | undefined;
         if (have) return have.job_id;
         this.add(jobName, jobId, payload, now);
@@ -63,18 +71,80 @@ export class OutboxRepository {
       .immediate();
   }
 
-  /** Oldest pending (not quarantined) rows after a cursor (outbox_id). */
-  oldest(limit: number, afterId = 0): OutboxRow[] {
+  /**
+   * A durable job's record, written before the job is offered to Redis (so Redis never holds a job
+   * SQLite does not know about): `queued_at` says Redis is assumed to have it. A second write of the
+   * same id (a retried request) keeps the first row, and a done tombstone keeps it done.
+   */
+  addTracked(jobName: string, jobId: string, payload: unknown, now: string): void {
+    // Once per chat on the api's request path: prepared once.
+    this.insertTracked ??= this.db.prepare('INSERT INTO outbox (job_name, job_id, payload, created_at, queued_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING');
+    this.insertTracked.run(jobName, jobId, JSON.stringify(payload), now, now);
+  }
+
+  /** Redis did not take a tracked job: the relay moves it at once, like any outbox row. */
+  markUnqueued(jobName: string, jobId: string): void {
+    this.db.prepare('UPDATE outbox SET queued_at = NULL WHERE job_name = ? AND job_id = ? AND quarantined_at IS NULL AND done_at IS NULL').run(jobName, jobId);
+  }
+
+  /**
+   * The worker's claim, called inside the transaction that writes the job's effects: 'claimed' (the
+   * row is now a done tombstone without payload), 'done' (an earlier run committed: do nothing) or
+   * 'untracked' (no live row: a job added before rows were written, or by hand — run it).
+   */
+  claim(jobName: string, jobId: string, now: string): 'claimed' | 'done' | 'untracked' {
+    const row = this.db
+      .prepare('SELECT outbox_id, done_at FROM outbox WHERE job_name = ? AND job_id = ? AND quarantined_at IS NULL')
+      .get(jobName, jobId) as { outbox_id: number; done_at: string | null } | undefined;
+    if (!row) return 'untracked';
+    if (row.done_at !== null) return 'done';
+    this.db.prepare("UPDATE outbox SET done_at = ?, payload = '' WHERE outbox_id = ?").run(now, row.outbox_id);
+    return 'claimed';
+  }
+
+  /** A tracked job failed for good: its row is quarantined with why (visible beside failed jobs, never relayed). */
+  quarantineJob(jobName: string, jobId: string, error: string, now: string): void {
+    this.db
+      .prepare('UPDATE outbox SET quarantined_at = ?, quarantine_error = ? WHERE job_name = ? AND job_id = ? AND quarantined_at IS NULL AND done_at IS NULL')
+      .run(now, error.slice(0, 500), jobName, jobId);
+  }
+
+  /** Redis took these rows (again): they stay as records until the worker marks them done. */
+  markQueued(ids: number[], now: string): void {
+    if (ids.length === 0) return;
+    const stmt = this.db.prepare('UPDATE outbox SET queued_at = ? WHERE outbox_id = ?');
+    this.db.transaction(() => ids.forEach((id) => stmt.run(now, id))).immediate();
+  }
+
+  /** Deletes done tombstones older than `doneBefore` and quarantined rows of `jobNames` older than `quarantinedBefore`. */
+  prune(jobNames: string[], doneBefore: string, quarantinedBefore: string): { done: number; quarantined: number } {
+    const done = this.db.prepare('DELETE FROM outbox WHERE done_at IS NOT NULL AND done_at < ?').run(doneBefore).changes;
+    let quarantined = 0;
+    const q = this.db.prepare('DELETE FROM outbox WHERE job_name = ? AND quarantined_at IS NOT NULL AND quarantined_at < ?');
+    for (const n of jobNames) quarantined += q.run(n, quarantinedBefore).changes;
+    return { done, quarantined };
+  }
+
+  /**
+   * Oldest rows the relay should move, after a cursor (outbox_id): never added (queued_at NULL), or
+   * tracked rows Redis took before `requeueBefore` that are still not done (the job may be lost).
+   */
+  oldest(limit: number, afterId = 0, requeueBefore = ''): OutboxRow[] {
     const rows = this.db
-      .prepare('SELECT outbox_id, job_name, job_id, payload, attempts FROM outbox WHERE outbox_id > ? AND quarantined_at IS NULL ORDER BY outbox_id LIMIT ?')
-      .all(afterId, limit) as {
+      .prepare(
+        `SELECT outbox_id, job_name, job_id, payload, attempts, queued_at FROM outbox
+         WHERE outbox_id > ? AND quarantined_at IS NULL AND done_at IS NULL AND (queued_at IS NULL OR queued_at < ?)
+         ORDER BY outbox_id LIMIT ?`,
+      )
+      .all(afterId, requeueBefore, limit) as {
       outbox_id: number;
       job_name: string;
       job_id: string | null;
       payload: string;
       attempts: number;
+      queued_at: string | null;
     }[];
-    return rows.map((r) => ({ outboxId: r.outbox_id, jobName: r.job_name, jobId: r.job_id, payload: r.payload, attempts: r.attempts }));
+    return rows.map((r) => ({ outboxId: r.outbox_id, jobName: r.job_name, jobId: r.job_id, payload: r.payload, attempts: r.attempts, tracked: r.queued_at !== null }));
   }
 
   remove(ids: number[]): void {
@@ -133,9 +203,14 @@ export class OutboxRepository {
       .immediate();
   }
 
-  /** Pending rows (the ones a flush will move). */
+  /** Pending rows: never taken by Redis (a flush moves them at once). */
   count(): number {
-    return (this.db.prepare('SELECT COUNT(*) AS n FROM outbox WHERE quarantined_at IS NULL').get() as { n: number }).n;
+    return (this.db.prepare('SELECT COUNT(*) AS n FROM outbox WHERE quarantined_at IS NULL AND done_at IS NULL AND queued_at IS NULL').get() as { n: number }).n;
+  }
+
+  /** Durable records Redis took and the worker has not finished yet. */
+  trackedCount(): number {
+    return (this.db.prepare('SELECT COUNT(*) AS n FROM outbox WHERE quarantined_at IS NULL AND done_at IS NULL AND queued_at IS NOT NULL').get() as { n: number }).n;
   }
 
   quarantinedCount(): number {

@@ -7,7 +7,7 @@ import { nowIso } from '../db/connection';
 import { OutboxRepository, type OutboxRow, type QuarantinedOutboxRow } from './outbox.repository';
 import type { Logger } from '../logger';
 import type { z } from 'zod';
-import { JOBS, jobOptions, parsePayload, type JobData, type JobInput, type JobName } from './jobs';
+import { JOBS, jobOptions, parsePayload, type JobData, type JobInput, type JobName, type JobSpec } from './jobs';
 import { QUEUE_NAMES, type QueueName } from '../config/queue-names';
 import { withTimeout } from '../timeout';
 import { createRedis, type Redis, type RedisRole } from './redis';
@@ -52,6 +52,9 @@ function prepareOutboxRow(r: OutboxRow): { queue: QueueName; job: { name: JobNam
   if (refused) return { error: refused };
   return { queue: JOBS[name].queue as QueueName, job: { name, data, opts } };
 }
+
+/** How long a done tombstone or a quarantined durable record is kept (as long as a failed extract-facts job in Redis). */
+const DURABLE_RETENTION_MS = 24 * 3600 * 1000;
 
 /** How long the api waits for Redis to take a job before it goes to the outbox instead. */
 const API_ADD_TIMEOUT_MS = 750;
@@ -110,6 +113,18 @@ export class QueueLayer {
     const queue = JOBS[name].queue as QueueName;
     // BullMQ answers with the id of the job that holds the deduplication id, which is ours only when we won.
     const added = (id: string | undefined) => ({ jobId: id ?? opts.jobId, queue, via: 'queue' as const, deduplicated: id !== undefined && id !== opts.jobId });
+    // A durable job is recorded in SQLite first, whatever happens to Redis after (see claimDurable).
+    // A record SQLite cannot take (disk full, busy past its timeout) does not stop the add: the job
+    // then runs untracked, as it did before records existed.
+    let durable = (JOBS[name] as JobSpec).durable === true;
+    if (durable) {
+      try {
+        this.outbox.addTracked(name, opts.jobId, data, nowIso());
+      } catch (err) {
+        durable = false;
+        this.log.warn({ job: name, jobId: opts.jobId, err: { message: (err as Error).message } }, 'could not record the durable job in SQLite; adding it untracked');
+      }
+    }
     if (this.role === 'worker') {
       const job = await this.queue(queue).add(name, data, opts);
       return added(job.id);
@@ -121,6 +136,10 @@ export class QueueLayer {
       } catch (err) {
         this.log.warn({ job: name, jobId: opts.jobId, err: { message: (err as Error).message } }, 'could not add job; stored in the outbox');
       }
+    }
+    if (durable) {
+      this.outbox.markUnqueued(name, opts.jobId);
+      return { jobId: opts.jobId, queue, via: 'outbox', deduplicated: false };
     }
     if (opts.deduplication?.id) {
       // Deduplication ids in the job map are per job name: one pending outbox row holds it, as one live job does in Redis.
@@ -182,8 +201,12 @@ export class QueueLayer {
     let quarantined = 0;
     let cursor = 0;
     const done = () => ({ moved, remaining: this.outbox.count(), quarantined });
+    // Durable records Redis took more than a grace period ago and no worker has finished: Redis may
+    // have lost them (restart without persistence). Re-adding one whose job still exists is a no-op
+    // (same id), and one that completed meanwhile is a tombstone its handler skips.
+    const requeueBefore = new Date(Date.now() - this.env.OUTBOX_RELAY_GRACE_MS).toISOString();
     for (let b = 0; b < maxBatches; b++) {
-      const rows = this.outbox.oldest(batchSize, cursor);
+      const rows = this.outbox.oldest(batchSize, cursor, requeueBefore);
       if (rows.length === 0) break;
       cursor = rows[rows.length - 1].outboxId;
       const byQueue = new Map<QueueName, { outboxId: number; job: { name: JobName; data: unknown; opts: ReturnType<typeof jobOptions> } }[]>();
@@ -205,7 +228,10 @@ export class QueueLayer {
         try {
           const add = this.queue(queue).addBulk(list.map((l) => l.job as { name: string; data: unknown; opts: JobsOptions }));
           await (this.role === 'api' ? withTimeout(add, 10_000, 'redis did not take the outbox batch within 10 s') : add);
-          this.outbox.remove(list.map((l) => l.outboxId));
+          // A durable job's row stays, now as its record, until the handler claims it.
+          const kept = list.filter((l) => (JOBS[l.job.name] as JobSpec).durable === true).map((l) => l.outboxId);
+          this.outbox.markQueued(kept, nowIso());
+          this.outbox.remove(list.filter((l) => (JOBS[l.job.name] as JobSpec).durable !== true).map((l) => l.outboxId));
           moved += list.length;
         } catch (err) {
           this.outbox.markFailed(
@@ -217,6 +243,36 @@ export class QueueLayer {
       }
     }
     return done();
+  }
+
+  /**
+   * The handler of a durable job calls this INSIDE the SQLite transaction that writes its effects:
+   * 'claimed' → write them (the record becomes a tombstone in the same commit); 'done' → an earlier
+   * run committed, write nothing (a re-delivery: stall after commit, relay race, old snapshot);
+   * 'untracked' → no record (added before records existed, or by hand): write them.
+   */
+  claimDurable(name: JobName, jobId: string): 'claimed' | 'done' | 'untracked' {
+    return this.outbox.claim(name, jobId, nowIso());
+  }
+
+  /** A durable job failed for good: its record is quarantined (GET /api/jobs shows it) and no longer relayed. */
+  failDurable(name: JobName, jobId: string, error: string): void {
+    this.outbox.quarantineJob(name, jobId, error, nowIso());
+  }
+
+  /**
+   * Bounds the outbox: done tombstones and quarantined durable records live as long as a failed
+   * extract-facts job stays in Redis (a day), then go.
+   */
+  pruneOutbox(now = Date.now()): { done: number; quarantined: number } {
+    const before = new Date(now - DURABLE_RETENTION_MS).toISOString();
+    const durableNames = (Object.keys(JOBS) as JobName[]).filter((n) => (JOBS[n] as JobSpec).durable === true);
+    return this.outbox.prune(durableNames, before, before);
+  }
+
+  /** Durable records Redis took that no worker has finished yet. */
+  outboxTrackedCount(): number {
+    return this.outbox.trackedCount();
   }
 
   /** Pending outbox rows (quarantined ones are not counted: no flush will move them). */

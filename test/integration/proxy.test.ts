@@ -107,7 +107,8 @@ async function extractJobsFor(t: TestApi, m: string): Promise<{ jobId: string; d
     const jobs = await q.getJobs(['waiting', 'prioritized', 'delayed', 'active', 'completed', 'failed', 'paused']);
     for (const j of jobs) if (j && j.name === 'extract-facts' && String(j.data?.userText).includes(m)) out.push({ jobId: String(j.id), data: j.data });
   }
-  const rows = t.ctx.db.db.prepare("SELECT job_id, payload FROM outbox WHERE job_name = 'extract-facts'").all() as { job_id: string; payload: string }[];
+  // Parked = never taken by Redis; a queued job's durable record (queued_at set) is the same job as the one above.
+  const rows = t.ctx.db.db.prepare("SELECT job_id, payload FROM outbox WHERE job_name = 'extract-facts' AND queued_at IS NULL AND done_at IS NULL").all() as { job_id: string; payload: string }[];
   for (const r of rows) {
     const data = JSON.parse(r.payload) as Record<string, unknown>;
     if (String(data.userText).includes(m)) out.push({ jobId: r.job_id, data });

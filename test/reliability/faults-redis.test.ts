@@ -6,7 +6,7 @@ import { testEnv } from '../helpers/env';
 import { startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream';
 import { TestRedis } from '../helpers/redis-server';
 import { waitUntil } from '../helpers/wait';
-import { startStack, type Stack } from './stack';
+import { jobCounts, startStack, type Stack } from './stack';
 
 /**
  * Issue 15 §3, Redis faults under steady chat load, over a real api and a real worker process: Redis killed and
@@ -151,5 +151,45 @@ describe('Redis faults under steady chat load (real api and worker processes)', 
     console.log(['| Redis fault | chats answered during | slowest chat | facts landed/expected | time to converge | schedules after |', '|---|---|---|---|---|---|', ...rows].join('\n'));
     expect(s.api.proc.exitCode).toBeNull();
     expect(s.workers[0].proc.exitCode).toBeNull();
+  });
+
+  it('restart empty with a backlog: worker down, 20 chats, Redis restarted without its data, worker back → 20 facts, each once', async () => {
+    // A Redis of this case's own, without persistence: a restart comes back empty.
+    const own = await TestRedis.start({ persist: false });
+    const env = testEnv({ REDIS_URL: own.url });
+    // A short grace (default 60 s) so the sweep re-adds the lost jobs within the test's time.
+    const s = await startStack(env, { upstreamUrl: upstream.url, workers: 1, extra: { OUTBOX_RELAY_GRACE_MS: '2000' } });
+    try {
+      await s.stopWorker(0);
+      const facts: string[] = [];
+      for (let i = 0; i < 20; i++) {
+        const r = await s.chat(`I prefer kit${i} for chore${i}.`);
+        expect(r.status).toBe(200);
+        facts.push(`prefers kit${i} for chore${i}`);
+      }
+      // Acknowledged and waiting in Redis (no worker).
+      await waitUntil(async () => (await jobCounts(env, 'extraction')).waiting === 20, 10_000, '20 jobs waiting');
+      await own.stop(true);
+      await own.start();
+      expect((await jobCounts(env, 'extraction')).waiting).toBe(0);
+
+      await s.startWorker(0);
+      let got = { total: -1, contents: [] as string[] };
+      await waitUntil(async () => {
+        got = await s.memories();
+        return got.total >= facts.length;
+      }, 60_000, '20 facts after the empty restart').catch((err: Error) => {
+        throw new Error(`${err.message}; landed ${got.total}\n${s.logs()}`);
+      });
+      // Several more sweeps (every second): a doubled fact would show now.
+      await new Promise((r) => setTimeout(r, 3000));
+      got = await s.memories();
+      console.log(`| restart empty with a backlog (worker down) | facts landed ${got.total}/${facts.length} (distinct ${new Set(got.contents).size}) |`);
+      expect(got.total).toBe(facts.length);
+      expect([...got.contents].sort()).toEqual([...facts].sort());
+    } finally {
+      await s.stop();
+      await own.remove();
+    }
   });
 });

@@ -23,6 +23,10 @@ export interface Stack {
   stop(): Promise<void>;
   extra: Record<string, string>;
   crashWorker(i?: number): Promise<void>;
+  /** Stops worker `i` with SIGTERM (a clean stop) and waits for it to exit. */
+  stopWorker(i?: number): Promise<void>;
+  /** Starts a fresh worker in slot `i` (after stopWorker) and waits until it is ready. */
+  startWorker(i?: number): Promise<void>;
 }
 
 /** Env strings for quick recovery in fault tests (short stall detection, no periodic jobs unless asked). */
@@ -87,18 +91,25 @@ export async function startStack(env: Env, opts: { upstreamUrl: string; workers?
     await Promise.all(all().map((c) => c.exited));
     clearTimeout(force);
   };
-  /** Kills worker `i` with SIGKILL (a crash: no cleanup, locks left in Redis) and starts a fresh one in its place. */
-  const crashWorker = async (i = 0) => {
-    const old = workers[i];
-    old.proc.kill('SIGKILL');
-    await old.exited;
+  const startWorker = async (i = 0) => {
     const fresh = spawnEngram('worker', childEnv(env, extra));
     workers[i] = fresh;
     await waitUntil(() => fresh.output().includes('worker ready'), 40_000, 'restarted worker ready').catch((err: Error) => {
       throw new Error(`${err.message}\n${fresh.output().slice(-3000)}`);
     });
   };
-  return { base, api, workers, mgmt, key, chat, memories, logs, stop, extra, crashWorker };
+  const stopWorker = async (i = 0) => {
+    workers[i].proc.kill('SIGTERM');
+    await workers[i].exited;
+  };
+  /** Kills worker `i` with SIGKILL (a crash: no cleanup, locks left in Redis) and starts a fresh one in its place. */
+  const crashWorker = async (i = 0) => {
+    const old = workers[i];
+    old.proc.kill('SIGKILL');
+    await old.exited;
+    await startWorker(i);
+  };
+  return { base, api, workers, mgmt, key, chat, memories, logs, stop, extra, crashWorker, stopWorker, startWorker };
 }
 
 /** BullMQ job counts of one queue under the env's prefix (a short-lived connection of the test's own). */
