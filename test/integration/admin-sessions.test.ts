@@ -6,6 +6,7 @@ import { createApp } from '../../src/http/app';
 import { Metrics } from '../../src/metrics';
 import { buildTestApi, type TestApi } from '../helpers/api';
 import { TEST_TOKEN, silentLog } from '../helpers/env';
+import { waitUntil } from '../helpers/wait';
 
 /** The admin login cookie as a browser would send it back (`name=value`), plus its Set-Cookie line. */
 async function login(app: Parameters<typeof request>[0], token = TEST_TOKEN): Promise<{ cookie: string; setCookie: string; value: string }> {
@@ -28,8 +29,10 @@ const REFUSED = { page: '303 /admin/login', api: 401 };
 
 describe('admin sessions (D10)', () => {
   let t: TestApi;
-  beforeAll(() => {
+  beforeAll(async () => {
     t = buildTestApi();
+    // The queue dashboard's API reads Redis; the api's connection fails fast, so a request before it connects is a 503.
+    await waitUntil(() => t.ctx.queues.isReady(), 10_000, 'api connected to its Redis');
   });
   afterAll(() => t.close());
 
@@ -114,6 +117,7 @@ describe('admin sessions (D10)', () => {
       expect((t.ctx.db.db.prepare('SELECT revoked_at FROM admin_sessions WHERE id_hash = ?').get(hash) as { revoked_at: string | null }).revoked_at).toEqual(expect.any(String));
       // A session of the new token works there and not under the old one.
       const fresh = await login(app2, other);
+      await waitUntil(() => ctx2!.queues.isReady(), 10_000, 'second api connected to its Redis');
       expect(await access(app2, fresh.cookie)).toEqual(OK);
       expect(await access(t.app, fresh.cookie)).toEqual(REFUSED);
       // Nor does the old one come back on the old app.
