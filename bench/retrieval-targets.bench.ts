@@ -134,7 +134,9 @@ async function measureTiers(ctx: ApiContext, key: string, queries: string[], sig
   const knn = await alternate(queries, [(q) => ctx.vectors.knn(key, vecOf.get(q)!, K, kf), (q) => exactStore.knn(key, vecOf.get(q)!, K, kf)]);
   const matchOf = (q: string) => ftsMatchOf(ftsQueryTerms(q));
   const withTerms = queries.filter((q) => ftsQueryTerms(q).length > 0);
-  const keyword = await alternate(withTerms, [(q) => repo.fts(matchOf(q), f, 100), (q) => plainBm25(ctx, matchOf(q), f)]);
+  // The keyword tier: the key's own in-memory index (keyword-index.ts) and its top rows read whole, vs FTS5's bm25.
+  const kwIndex = (ctx.retrieval as RetrievalService).keywordIndex;
+  const keyword = await alternate(withTerms, [(q) => repo.byRowIds(kwIndex.index(key).search(ftsQueryTerms(q), f, 100)), (q) => plainBm25(ctx, matchOf(q), f)]);
   const vec0Retrieval = new RetrievalService({ ...retrievalDeps(ctx), vectors: exactStore });
   const retrieve = (r: Retriever) => async (q: string) => {
     ctx.embedding.clearCache();
