@@ -240,6 +240,11 @@ export class RetrievalService implements Retriever {
     let rows: FtsCandidate[];
     if (order === 'newest') {
       rows = this.repo.fts(ftsMatchOf(terms), filter, FTS_LIMIT, onlyUnembedded, order);
+    } else if (filter.apiKeyId === null) {
+      // The all-keys preview: the collection is every key's rows, so FTS5's own statistics are the right ones.
+      const used = this.discriminatingTerms(null, terms);
+      rows = this.repo.fts(ftsMatchOf(used), filter, FTS_LIMIT, onlyUnembedded);
+      if (rows.length === 0 && used.length < terms.length) rows = this.repo.fts(ftsMatchOf(terms), filter, FTS_LIMIT, onlyUnembedded);
     } else {
       const used = this.discriminatingTerms(filter.apiKeyId, terms);
       const keep = onlyUnembedded ? (r: MemoryRecord) => r.needsReindex : undefined;
@@ -254,14 +259,11 @@ export class RetrievalService implements Retriever {
   /**
    * Rows matching any of `terms`, best bm25 first, at most `limit`, read whole; `keep` (a predicate
    * beyond the candidate filter) is applied in rank order. A key's rows come from its own index; the
-   * all-keys preview from FTS5 (keep is then applied to FTS5's top rows).
+   * all-keys preview (no `keep` there) from FTS5.
    */
   private ranked(filter: CandidateFilter, terms: readonly string[], limit: number, keep?: (r: MemoryRecord) => boolean): FtsCandidate[] {
     if (terms.length === 0) return [];
-    if (filter.apiKeyId === null) {
-      const rows = this.repo.fts(ftsMatchOf(terms), filter, keep ? limit * 4 : limit);
-      return keep ? rows.filter((r) => keep(r.record)).slice(0, limit) : rows;
-    }
+    if (filter.apiKeyId === null) return this.repo.fts(ftsMatchOf(terms), filter, limit);
     const hits = this.keywordIndex.index(filter.apiKeyId).search(terms, filter, keep ? Infinity : limit);
     if (!keep) return this.repo.byRowIds(hits);
     const out: FtsCandidate[] = [];
