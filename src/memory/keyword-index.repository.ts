@@ -51,6 +51,11 @@ export class KeywordIndexRepository {
     return { rowId: r.rowId, content: r.content, key: r.key, sessionId: r.sessionId, expiresAt: r.expiresAt, updatedAt: r.updatedAt };
   }
 
+  /** The key's memories after `afterRowId`, in memory_id order, at most `limit` (a load in slices). */
+  page(apiKeyId: string, afterRowId: number, limit: number): KeywordRow[] {
+    return this.stmts.get(`SELECT ${ROW_COLUMNS} FROM memories WHERE api_key_id = ? AND memory_id > ? ORDER BY memory_id LIMIT ?`).all(apiKeyId, afterRowId, limit) as KeywordRow[];
+  }
+
   /** Every memory of the key, streamed, with the log head read first in the same read transaction. */
   snapshot<T>(apiKeyId: string, load: (head: number, rows: IterableIterator<KeywordRow>) => T): T {
     const read = this.db.transaction(() => {

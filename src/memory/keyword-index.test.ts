@@ -195,3 +195,29 @@ describe('TenantKeywordIndex bookkeeping', () => {
     }
   });
 });
+
+describe('KeywordIndexCache.warm', () => {
+  it('loads a key in slices, yielding between them, to the same index a synchronous load builds', async () => {
+    const s = tempStorage();
+    try {
+      s.memory.upsertMany(sentences(21, 5000).map((content, i) => memoryInput({ apiKeyId: 'big', content: `${content} row${i}` })), { source: 'api' });
+      const cache = new KeywordIndexCache(new KeywordIndexRepository(s.db.db), 1 << 30);
+      let turns = 0;
+      const ticker = setInterval(() => turns++, 0);
+      const a = cache.warm('big');
+      const b = cache.warm('big');
+      // A write landing between slices is in the log after the head the load read first.
+      setImmediate(() => s.memory.upsertMany([memoryInput({ apiKeyId: 'big', content: 'zeppelin arrives' })], { source: 'api' }));
+      await Promise.all([a, b]);
+      clearInterval(ticker);
+      expect(turns).toBeGreaterThan(0);
+      const warmed = cache.index('big');
+      const sync = new KeywordIndexCache(new KeywordIndexRepository(s.db.db), 1 << 30).index('big');
+      expect(warmed.rows).toBe(sync.rows);
+      for (const terms of [['coffee', 'row7'], ['zeppelin'], ['berlin', 'sushi', 'tea']]) expect(warmed.search(terms, open, 50)).toEqual(sync.search(terms, open, 50));
+      expect(warmed.search(['zeppelin'], open, 5)).toHaveLength(1);
+    } finally {
+      s.close();
+    }
+  });
+});

@@ -289,9 +289,13 @@ interface TenantCopy {
   seq: number;
 }
 
+/** Rows a background load reads and indexes between two turns of the event loop (~10–20 ms of work). */
+const LOAD_SLICE_ROWS = 2000;
+
 /** Per-key copies of the keyword index, kept current from memory_kw_log, within a byte budget (least recently used dropped first). */
 export class KeywordIndexCache {
   private readonly copies = new Map<string, TenantCopy>();
+  private readonly loading = new Map<string, Promise<void>>();
 
   constructor(
     private readonly repo: KeywordIndexRepository,
@@ -336,6 +340,37 @@ export class KeywordIndexCache {
 
   clear(): void {
     this.copies.clear();
+  }
+
+  /**
+   * Loads the key's index in slices, yielding to the event loop between them, when it is not held:
+   * a 100k-row key takes about a second of CPU to index, and a synchronous load would stall every
+   * other request meanwhile. Callers await this before index(); concurrent callers share one load.
+   * The log head is read first, so a row written during the load is applied again after it (a put
+   * replaces, a remove of an absent row is a no-op).
+   */
+  warm(apiKeyId: string): Promise<void> {
+    if (this.copies.has(apiKeyId)) return Promise.resolve();
+    let p = this.loading.get(apiKeyId);
+    if (!p) {
+      p = this.loadInSlices(apiKeyId).finally(() => this.loading.delete(apiKeyId));
+      this.loading.set(apiKeyId, p);
+    }
+    return p;
+  }
+
+  private async loadInSlices(apiKeyId: string): Promise<void> {
+    const seq = this.repo.logHead();
+    const index = new TenantKeywordIndex();
+    for (let after = 0; ; ) {
+      const rows = this.repo.page(apiKeyId, after, LOAD_SLICE_ROWS);
+      for (const r of rows) index.put(r);
+      if (rows.length < LOAD_SLICE_ROWS) break;
+      after = rows[rows.length - 1]!.rowId;
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+    if (!this.copies.has(apiKeyId)) this.copies.set(apiKeyId, { index, seq });
+    this.evict(apiKeyId);
   }
 
   private evict(keep: string): void {

@@ -154,6 +154,8 @@ export class RetrievalService implements Retriever {
       resolution.strategyUsed = 'exact';
       if (opts.strategy !== 'exact' && !query) resolution.fallbackReason = 'empty query: newest memories first';
     } else {
+      // The key's keyword index, loaded in slices the first time (keyword-index.ts warm) so a large key does not stall other requests.
+      if (apiKeyId !== null) await this.keywordIndex.warm(apiKeyId);
       const vec =
         apiKeyId === null
           ? ({ hits: null, reason: 'vector search is per API key; an all-tenant preview uses keywords' } as const)
