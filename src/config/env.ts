@@ -122,6 +122,12 @@ export const envSchema = z.object({
    * larger than all of it is searched by vec0. 0 = always vec0.
    */
   MEMORY_VEC_SCAN_CACHE_MB: int(256, 0, 1_048_576),
+  /**
+   * Bytes of the per-key in-memory keyword indexes (src/memory/keyword-index.ts), least recently
+   * used dropped first. The key being queried is always kept, so a key larger than this is still
+   * ranked by its own statistics (its index is then the only one held).
+   */
+  MEMORY_KEYWORD_INDEX_CACHE_MB: int(128, 1, 1_048_576),
   MEMORY_VEC_TOP_K: int(20, 1, 1000),
   MEMORY_RRF_K: int(60, 1, 10_000),
   MEMORY_RRF_FTS_WEIGHT: z.coerce.number().min(0).max(100).default(1),

@@ -66,17 +66,7 @@ export class RetrievalRepository {
       `SELECT m.memory_id AS rid, ${FTS_BM25} AS bm25 FROM memory_fts JOIN memories m${via} ON m.memory_id = memory_fts.rowid
        WHERE memory_fts MATCH @match AND ${where} ORDER BY ${orderBy} LIMIT @limit`,
     ).all(params) as { rid: number; bm25: number }[];
-    if (ranked.length === 0) return [];
-    const rows = this.stmt('SELECT m.* FROM json_each(?) AS j CROSS JOIN memories m ON m.memory_id = j.value').all(JSON.stringify(ranked.map((r) => r.rid))) as Parameters<
-      typeof rowToRecord
-    >[0][];
-    const byRowId = new Map(rows.map((r) => [r.memory_id, r]));
-    const out: FtsCandidate[] = [];
-    for (const r of ranked) {
-      const row = byRowId.get(r.rid);
-      if (row) out.push({ record: rowToRecord(row), bm25: r.bm25 });
-    }
-    return out;
+    return this.byRowIds(ranked.map((r) => ({ rowId: r.rid, bm25: r.bm25 })));
   }
 
   /**
@@ -147,6 +137,21 @@ export class RetrievalRepository {
     const where = filterSql(f, 'm', params);
     const rows = this.stmt(`SELECT m.* FROM memories m WHERE ${where} ORDER BY m.created_at DESC, m.memory_id DESC LIMIT @limit`).all(params);
     return (rows as Parameters<typeof rowToRecord>[0][]).map(rowToRecord);
+  }
+
+  /** Ranked rows of the keyword index, read whole, in the given order (rows gone since are dropped). */
+  byRowIds(hits: readonly { rowId: number; bm25: number }[]): FtsCandidate[] {
+    if (hits.length === 0) return [];
+    const rows = this.stmt('SELECT m.* FROM json_each(?) AS j CROSS JOIN memories m ON m.memory_id = j.value').all(JSON.stringify(hits.map((h) => h.rowId))) as Parameters<
+      typeof rowToRecord
+    >[0][];
+    const byRowId = new Map(rows.map((r) => [r.memory_id, r]));
+    const out: FtsCandidate[] = [];
+    for (const h of hits) {
+      const row = byRowId.get(h.rowId);
+      if (row) out.push({ record: rowToRecord(row), bm25: h.bm25 });
+    }
+    return out;
   }
 
   /** Rows by public id, in the given order (missing ids dropped). */

@@ -1,7 +1,9 @@
 import type { Env } from '../config/env';
 import type { Db } from '../db/connection';
 import { AccessRecorder } from './access-recorder';
-import { RetrievalRepository, type CandidateFilter } from './retrieval.repository';
+import { RetrievalRepository, type CandidateFilter, type FtsCandidate } from './retrieval.repository';
+import { KeywordIndexCache } from './keyword-index';
+import { KeywordIndexRepository } from './keyword-index.repository';
 import type { EmbeddingService } from '../embedding/embedding.service';
 import { sanitizeEmbeddingMessage } from '../embedding/embedding.service';
 import type { Logger } from '../logger';
@@ -85,6 +87,8 @@ export interface RetrievalDeps {
   /** The Qdrant tier, consulted first when the settings select it (memoryVectorStore=qdrant, enabled). */
   qdrant?: VectorStore;
   qdrantSettings?: Pick<QdrantSettingsService, 'selected'>;
+  /** The per-key keyword indexes; built here from `db` and MEMORY_KEYWORD_INDEX_CACHE_MB when absent. */
+  keywordIndex?: KeywordIndexCache;
 }
 
 /** Why a Qdrant search was not used, as a bounded metric label. */
@@ -104,9 +108,12 @@ export class RetrievalService implements Retriever {
   /** Qdrant searches that fell back to sqlite-vec, by reason (engram_retrieval_qdrant_fallback_total). */
   readonly qdrantFallbacks = new Map<QdrantFallbackLabel, number>();
   private lastTermStats: { key: string; at: number; value: { rows: number; docFreqs: number[] } } | null = null;
+  /** Per-key keyword ranking (keyword-index.ts): every statistic bm25 uses is the key's own. */
+  readonly keywordIndex: KeywordIndexCache;
 
   constructor(private readonly d: RetrievalDeps) {
     this.repo = new RetrievalRepository(d.db);
+    this.keywordIndex = d.keywordIndex ?? new KeywordIndexCache(new KeywordIndexRepository(d.db), d.env.MEMORY_KEYWORD_INDEX_CACHE_MB * 1_048_576);
     this.extrasRepo = new RetrievalExtrasRepository(d.db);
     this.access = d.access ?? (d.queues ? new AccessRecorder({ queues: d.queues, log: d.log }) : null);
   }
@@ -147,6 +154,8 @@ export class RetrievalService implements Retriever {
       resolution.strategyUsed = 'exact';
       if (opts.strategy !== 'exact' && !query) resolution.fallbackReason = 'empty query: newest memories first';
     } else {
+      // The key's keyword index, loaded in slices the first time (keyword-index.ts warm) so a large key does not stall other requests.
+      if (apiKeyId !== null) await this.keywordIndex.warm(apiKeyId);
       const vec =
         apiKeyId === null
           ? ({ hits: null, reason: 'vector search is per API key; an all-tenant preview uses keywords' } as const)
@@ -220,30 +229,60 @@ export class RetrievalService implements Retriever {
   }
 
   /**
-   * Keyword tier: the query's tokens quoted and OR-ed into MATCH, ranked by FTS5's bm25() over every
-   * row that passes the filters (tenant, session, expiry, retention are in the WHERE, so they apply
-   * before the ranking and its LIMIT). The original's relevance score is kept as the reported score
-   * (and as exact's filter), but no longer decides the order: it grows with length and repeats, so
-   * long chatty rows beat short exact ones.
+   * Keyword tier: the query's tokens, ranked by bm25 over every row that passes the filters (tenant,
+   * session, expiry, retention apply before the ranking and its limit). A key's rows are ranked by
+   * its own in-memory index (keyword-index.ts), whose statistics are the key's alone; the all-keys
+   * preview (no key) and `newest` (the exact strategy, no statistics) ask FTS5. The original's
+   * relevance score is kept as the reported score (and as exact's filter), but no longer decides
+   * the order: it grows with length and repeats, so long chatty rows beat short exact ones.
    */
   private keyword(filter: CandidateFilter, query: string, onlyUnembedded = false, order: 'bm25' | 'newest' = 'bm25'): KeywordCandidate[] {
     const terms = ftsQueryTerms(query);
     if (terms.length === 0) return [];
-    const used = order === 'bm25' ? this.discriminatingTerms(terms) : terms;
-    let rows = this.repo.fts(ftsMatchOf(used), filter, FTS_LIMIT, onlyUnembedded, order);
-    // Terms are judged common or rare over the whole index (every key's rows): the rarer term kept
-    // may be one only other keys hold, so the narrowed MATCH finds nothing of this key's although its
-    // rows hold the dropped terms. Then the query's own words decide.
-    if (rows.length === 0 && used.length < terms.length) rows = this.repo.fts(ftsMatchOf(terms), filter, FTS_LIMIT, onlyUnembedded, order);
-    const out: KeywordCandidate[] = [];
-    for (const { record, bm25 } of rows) {
-      out.push({ record, vecScore: null, ftsScore: Math.round(-bm25 * 1e4) / 1e4, relevance: relevanceOf(record, query), bm25 });
+    let rows: FtsCandidate[];
+    if (order === 'newest') {
+      rows = this.repo.fts(ftsMatchOf(terms), filter, FTS_LIMIT, onlyUnembedded, order);
+    } else if (filter.apiKeyId === null) {
+      // The all-keys preview: the collection is every key's rows, so FTS5's own statistics are the right ones.
+      const used = this.discriminatingTerms(null, terms);
+      rows = this.repo.fts(ftsMatchOf(used), filter, FTS_LIMIT, onlyUnembedded);
+      if (rows.length === 0 && used.length < terms.length) rows = this.repo.fts(ftsMatchOf(terms), filter, FTS_LIMIT, onlyUnembedded);
+    } else {
+      const used = this.discriminatingTerms(filter.apiKeyId, terms);
+      const keep = onlyUnembedded ? (r: MemoryRecord) => r.needsReindex : undefined;
+      rows = this.ranked(filter, used, FTS_LIMIT, keep);
+      // With per-key statistics a kept term is one this key holds, so this only fires when the
+      // filters (session, expiry, retention) leave none of its rows: then the query's own words decide.
+      if (rows.length === 0 && used.length < terms.length) rows = this.ranked(filter, terms, FTS_LIMIT, keep);
+    }
+    return rows.map(({ record, bm25 }) => ({ record, vecScore: null, ftsScore: Math.round(-bm25 * 1e4) / 1e4, relevance: relevanceOf(record, query), bm25 }));
+  }
+
+  /**
+   * Rows matching any of `terms`, best bm25 first, at most `limit`, read whole; `keep` (a predicate
+   * beyond the candidate filter) is applied in rank order. A key's rows come from its own index; the
+   * all-keys preview (no `keep` there) from FTS5.
+   */
+  private ranked(filter: CandidateFilter, terms: readonly string[], limit: number, keep?: (r: MemoryRecord) => boolean): FtsCandidate[] {
+    if (terms.length === 0) return [];
+    if (filter.apiKeyId === null) return this.repo.fts(ftsMatchOf(terms), filter, limit);
+    const hits = this.keywordIndex.index(filter.apiKeyId).search(terms, filter, keep ? Infinity : limit);
+    if (!keep) return this.repo.byRowIds(hits);
+    const out: FtsCandidate[] = [];
+    // Read in pages: most rows pass, so the first page usually fills the list.
+    for (let at = 0; at < hits.length && out.length < limit; at += limit * 2) {
+      for (const c of this.repo.byRowIds(hits.slice(at, at + limit * 2))) {
+        if (keep(c.record)) out.push(c);
+        if (out.length === limit) break;
+      }
     }
     return out;
   }
 
-  /** FTS5's collection statistics of the terms; the keyword tier and the fusion ask for the same terms in one request, so the last answer is kept. */
-  private termStats(terms: readonly string[]): { rows: number; docFreqs: number[] } {
+  /** bm25's collection statistics of the terms: the key's own (its index), or FTS5's over all keys for the all-keys preview. */
+  private termStats(apiKeyId: string | null, terms: readonly string[]): { rows: number; docFreqs: number[] } {
+    if (apiKeyId !== null) return this.keywordIndex.index(apiKeyId).stats(terms);
+    // The keyword tier and the fusion ask for the same terms in one request, so the last answer is kept.
     const key = terms.join('\u0000');
     if (this.lastTermStats?.key !== key || performance.now() - this.lastTermStats.at > 1000) {
       this.lastTermStats = { key, at: performance.now(), value: this.repo.termStats(terms) };
@@ -251,10 +290,10 @@ export class RetrievalService implements Retriever {
     return this.lastTermStats.value;
   }
 
-  /** The query terms the keyword MATCH uses: common ones dropped (retrieval-scoring.ts withoutCommonTerms). */
-  private discriminatingTerms(terms: string[]): string[] {
+  /** The query terms the keyword ranking uses: common ones dropped (retrieval-scoring.ts withoutCommonTerms). */
+  private discriminatingTerms(apiKeyId: string | null, terms: string[]): string[] {
     if (terms.length < 2) return terms;
-    const stats = this.termStats(terms);
+    const stats = this.termStats(apiKeyId, terms);
     return withoutCommonTerms(terms, stats.rows, stats.docFreqs, COMMON_TERM_SHARE);
   }
 
@@ -389,7 +428,7 @@ export class RetrievalService implements Retriever {
     let fused: FusedHit<string>[];
     if (fusion.method === 'convex') {
       const terms = ftsQueryTerms(query);
-      const stats = kw.length ? this.termStats(terms) : { rows: 0, docFreqs: [] };
+      const stats = kw.length ? this.termStats(filter.apiKeyId, terms) : { rows: 0, docFreqs: [] };
       const scale = kw.length ? bm25QueryScale(stats.rows, stats.docFreqs) : 1;
       const kwList = kw.map((c) => ({ id: c.record.id, score: scale > 0 ? -c.bm25 / scale : 0 }));
       fused = convexFuse<string>(
@@ -432,21 +471,23 @@ export class RetrievalService implements Retriever {
     const feedback = kw.slice(0, PRF_FEEDBACK_DOCS).map((c, i) => ({ text: c.record.content, weight: kwList[i].score }));
     const model = relevanceModel(feedback, new Set(terms));
     if (model.length === 0) return [];
-    const stats = this.repo.termStats(model.map((m) => m.term));
+    const stats = this.termStats(filter.apiKeyId, model.map((m) => m.term));
     const idf = new Map(model.map((m, i) => [m.term, fts5Idf(stats.rows, stats.docFreqs[i])]));
     const exp = expansionTerms(model, (t) => idf.get(t) ?? 0);
     if (exp.length === 0) return [];
     const scale = exp.reduce((a, t) => a + (idf.get(t) ?? 0), 0);
-    return this.repo.fts(ftsMatchOf(exp), filter, FTS_LIMIT).map((r) => ({ id: r.record.id, score: scale > 0 ? -r.bm25 / scale : 0 }));
+    return this.ranked(filter, exp, FTS_LIMIT).map((r) => ({ id: r.record.id, score: scale > 0 ? -r.bm25 / scale : 0 }));
   }
 
   /** Issue #10 item 4: keyword candidates dated inside a temporal question's window. */
   private keywordInWindow(filter: CandidateFilter, query: string, window: DateWindow): KeywordCandidate[] {
     const terms = ftsQueryTerms(query);
     if (terms.length === 0) return [];
-    return this.extrasRepo
-      .ftsInWindow(ftsMatchOf(terms), filter, window, FTS_LIMIT)
-      .map(({ record, bm25 }) => ({ record, vecScore: null, ftsScore: Math.round(-bm25 * 1e4) / 1e4, relevance: relevanceOf(record, query), bm25 }));
+    const rows =
+      filter.apiKeyId === null
+        ? this.extrasRepo.ftsInWindow(ftsMatchOf(terms), filter, window, FTS_LIMIT)
+        : this.ranked(filter, terms, FTS_LIMIT, (r) => inWindow(window, memoryDay(r.metadata, r.createdAt)));
+    return rows.map(({ record, bm25 }) => ({ record, vecScore: null, ftsScore: Math.round(-bm25 * 1e4) / 1e4, relevance: relevanceOf(record, query), bm25 }));
   }
 }
 

@@ -81,9 +81,15 @@ function foldWord(word: string): string {
     .replace(LATIN_ACCENTED, stripLatin);
 }
 
+const NON_ASCII = /[^\x00-\x7f]/;
+const ASCII_WORD = /[a-z0-9]+/g;
+
 /** Splits text into the lower-cased, diacritic-free word tokens SQLite FTS5 `unicode61 remove_diacritics 2` indexes (see the module comment for the differences). */
 export function tokenize(text: string): string[] {
   if (typeof text !== 'string' || text.length === 0) return [];
+  // ASCII text (most of it): the token characters are [a-z0-9] after lower-casing and nothing folds
+  // further — the same tokens, several times faster (the keyword index tokenizes every row it loads).
+  if (!NON_ASCII.test(text)) return text.toLowerCase().match(ASCII_WORD) ?? [];
   const out: string[] = [];
   // A word starts with a letter, digit or private-use character, which folding never removes.
   for (const m of text.matchAll(WORD)) out.push(foldWord(m[0]));

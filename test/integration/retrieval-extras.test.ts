@@ -26,11 +26,14 @@ describe('retrieval extras (issue #10 item 4)', () => {
     t = buildTestApi(env);
     w = await startWorker(env, silentLog());
     // F: the answer shares no word with the question (only meaning: puppy ~ dog); a few rows match only the
-    // name, which is rare in the whole index (bm25's statistics are global), so its idf is high.
+    // name, which is rare among F's rows (bm25's statistics are the key's own), so its idf is high.
     m('F', 'answer', 'the dog sleeps all day');
     for (let i = 0; i < 8; i++) m('F', `name${i}`, `Zora: ${['rain', 'snow', 'pizza', 'bread'][i % 4]} today ${i}`);
-    // "puppy" is common elsewhere (low idf), "Zora" rare: a name-only row scores most of the query's idf mass.
-    for (let i = 0; i < 60; i++) m('X', `pad${i}`, `unrelated padding note ${i}${i < 40 ? ' puppy' : ''}`);
+    // "get" is common in F (low idf, and left out of the MATCH), "Zora" rare (8 of 408 rows, under the 2% that
+    // counts as common): a name-only row scores most of the query's idf mass.
+    for (let i = 0; i < 400; i++) m('F', `pad${i}`, `unrelated padding note ${i}${i < 300 ? ' get' : ''}`);
+    // Another key's rows never move F's statistics: X holds the query's words many times.
+    for (let i = 0; i < 60; i++) m('X', `pad${i}`, `Zora puppy note ${i}`);
     // T: Maya's rows in several months; the December 2021 ones are long (weak bm25), 120 others short.
     m('T', 'skiing', 'Maya: spent whole week skiing up north, cousins came too, glorious fun', { date: '2021-12-10' });
     m('T', 'painting', 'Maya: finally painted our kitchen dark green over that long weekend at home');
@@ -40,7 +43,8 @@ describe('retrieval extras (issue #10 item 4)', () => {
     m('P', 'plan', 'marathon plan: intervals every tuesday, long run sunday');
     m('P', 'plan2', 'marathon intervals again, legs heavy');
     m('P', 'target', 'intervals felt brutal on that track');
-    for (let i = 0; i < 5; i++) m('P', `noise${i}`, `the storm ${i}`);
+    // Enough other rows that the shared words are rare among P's (bm25's statistics are the key's own).
+    for (let i = 0; i < 60; i++) m('P', `noise${i}`, `the storm ${i}`);
     t.ctx.db.db.prepare("UPDATE memories SET created_at = '2021-12-20T10:00:00.000Z' WHERE key = 'painting'").run();
     t.ctx.settings.updateMemory({ embeddingSource: 'static', staticEnabled: true });
     await t.ctx.queues.enqueue('reindex', { force: false, trigger: 'api' });

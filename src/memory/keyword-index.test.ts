@@ -1,0 +1,223 @@
+import Database from 'better-sqlite3';
+import { memoryInput } from '../../test/factories';
+import { tempStorage } from '../../test/helpers/storage';
+import { mulberry32 as rng } from '../../test/helpers/prng';
+import { bestFirst, KeywordIndexCache, TenantKeywordIndex, type KeywordFilter, type KeywordHit } from './keyword-index';
+import { KeywordIndexRepository } from './keyword-index.repository';
+import { ftsMatchOf } from './retrieval-scoring';
+
+const WORDS = ['coffee', 'tea', 'berlin', 'paris', 'hiking', 'chess', 'sister', 'brother', 'budget', 'release', 'pasta', 'sushi', 'Müller', 'friday'];
+const open: KeywordFilter = { nowIso: new Date().toISOString(), freshAfterIso: null, sessionId: null };
+
+function sentences(seed: number, n: number): string[] {
+  const r = rng(seed);
+  const pick = () => WORDS[Math.floor(r() * WORDS.length)]!;
+  return Array.from({ length: n }, () => Array.from({ length: 1 + Math.floor(r() * 14) }, pick).join(' '));
+}
+
+/** FTS5's own bm25 of every row matching `terms` (global statistics: with one key they are the key's). */
+function fts5(db: Database.Database, terms: string[]): Map<number, number> {
+  const rows = db
+    .prepare(`SELECT rowid AS rowId, bm25(memory_fts, 1.0, 1.0, 0.0) AS bm25 FROM memory_fts WHERE memory_fts MATCH ? ORDER BY bm25`)
+    .all(`{content key} : (${ftsMatchOf(terms)})`) as { rowId: number; bm25: number }[];
+  return new Map(rows.map((r) => [r.rowId, r.bm25]));
+}
+
+describe('TenantKeywordIndex: FTS5 bm25 over one key', () => {
+  const s = tempStorage();
+  const cache = new KeywordIndexCache(new KeywordIndexRepository(s.db.db), 64 * 1_048_576);
+
+  beforeAll(() => {
+    const texts = sentences(7, 600);
+    s.memory.upsertMany(
+      texts.map((content, i) => memoryInput({ apiKeyId: 'solo', content, ...(i % 5 === 0 ? { key: `note ${WORDS[i % WORDS.length]}` } : {}) })),
+      { source: 'api' },
+    );
+  });
+  afterAll(() => s.close());
+
+  it.each([[['coffee']], [['coffee', 'berlin']], [['muller', 'sister', 'chess']], [['friday', 'nothing']]])('scores %j exactly as FTS5 does when the database holds one key', (terms) => {
+    const want = fts5(s.db.db, terms);
+    const got = cache.index('solo').search(terms, open, Infinity);
+    expect(got.length).toBe(want.size);
+    expect(got.length).toBeGreaterThan(0);
+    for (const h of got) expect(h.bm25).toBeCloseTo(want.get(h.rowId)!, 9);
+    // Best first, as FTS5 orders them.
+    for (let i = 1; i < got.length; i++) expect(got[i]!.bm25).toBeGreaterThanOrEqual(got[i - 1]!.bm25);
+  });
+
+  it('reports the key’s row count and document frequencies as fts5vocab does', () => {
+    const stats = cache.index('solo').stats(['coffee', 'muller', 'absent']);
+    const vocab = (t: string) => (s.db.db.prepare('SELECT doc FROM memory_fts_vocab WHERE term = ?').get(t) as { doc: number } | undefined)?.doc ?? 0;
+    const rows = (s.db.db.prepare('SELECT count(*) AS n FROM memories').get() as { n: number }).n;
+    expect(rows).toBeGreaterThan(400);
+    expect(stats).toEqual({ rows, docFreqs: [vocab('coffee'), vocab('muller'), 0] });
+  });
+});
+
+describe('KeywordIndexCache: per key, current across processes', () => {
+  const s = tempStorage();
+  const repo = new KeywordIndexRepository(s.db.db);
+  const cache = new KeywordIndexCache(repo, 64 * 1_048_576);
+  // Another process's connection to the same file (a worker): its writes reach the index through the log.
+  const other = new Database(s.db.file);
+  afterAll(() => {
+    other.close();
+    s.close();
+  });
+  const ids = (hits: KeywordHit[]) => hits.map((h) => h.rowId);
+
+  it("ranks A by A's statistics only: B's rows change neither A's scores nor which words are common", () => {
+    s.memory.upsertMany(
+      ['alpinia pots', 'The user drinks betony tea every day', ...sentences(3, 60)].map((content) => memoryInput({ apiKeyId: 'A', content })),
+      { source: 'api' },
+    );
+    const before = cache.index('A').search(['alpinia', 'betony', 'coffee'], open, 100);
+    const statsBefore = cache.index('A').stats(['alpinia', 'coffee']);
+    s.memory.upsertMany(Array.from({ length: 300 }, (_, i) => memoryInput({ apiKeyId: 'B', content: `alpinia note ${i} coffee` })), { source: 'api' });
+    expect(cache.index('A').search(['alpinia', 'betony', 'coffee'], open, 100)).toEqual(before);
+    expect(cache.index('A').stats(['alpinia', 'coffee'])).toEqual(statsBefore);
+    expect(cache.index('B').rows).toBe(300);
+  });
+
+  it('applies inserts, updates, deletes, expiry, session and a key move made by another connection', () => {
+    const filter = (over: Partial<KeywordFilter> = {}): KeywordFilter => ({ ...open, nowIso: new Date().toISOString(), ...over });
+    const [m] = s.memory.upsertMany([memoryInput({ apiKeyId: 'C', content: 'narwhal tusk', sessionId: 's1' })], { source: 'api' }).map((r) => r.memory);
+    const row = (s.db.db.prepare('SELECT memory_id AS r FROM memories WHERE id = ?').get(m!.id) as { r: number }).r;
+    expect(ids(cache.index('C').search(['narwhal'], filter(), 10))).toEqual([row]);
+    expect(ids(cache.index('C').search(['narwhal'], filter({ sessionId: 's2' }), 10))).toEqual([]);
+
+    other.prepare("UPDATE memories SET content = 'walrus tusk' WHERE memory_id = ?").run(row);
+    expect(ids(cache.index('C').search(['narwhal'], filter(), 10))).toEqual([]);
+    expect(ids(cache.index('C').search(['walrus'], filter(), 10))).toEqual([row]);
+
+    other.prepare("UPDATE memories SET session_id = 's2' WHERE memory_id = ?").run(row);
+    expect(ids(cache.index('C').search(['walrus'], filter({ sessionId: 's2' }), 10))).toEqual([row]);
+
+    other.prepare('UPDATE memories SET expires_at = ? WHERE memory_id = ?').run(new Date(Date.now() - 1000).toISOString(), row);
+    expect(ids(cache.index('C').search(['walrus'], filter(), 10))).toEqual([]);
+    other.prepare('UPDATE memories SET expires_at = NULL, updated_at = ? WHERE memory_id = ?').run('2020-01-01T00:00:00.000Z', row);
+    expect(ids(cache.index('C').search(['walrus'], filter({ freshAfterIso: '2021-01-01T00:00:00.000Z' }), 10))).toEqual([]);
+    expect(ids(cache.index('C').search(['walrus'], filter({ freshAfterIso: '2019-01-01T00:00:00.000Z' }), 10))).toEqual([row]);
+
+    other.prepare("UPDATE memories SET api_key_id = 'D' WHERE memory_id = ?").run(row);
+    expect(ids(cache.index('C').search(['walrus'], filter(), 10))).toEqual([]);
+    expect(ids(cache.index('D').search(['walrus'], filter(), 10))).toEqual([row]);
+
+    other.prepare('DELETE FROM memories WHERE memory_id = ?').run(row);
+    expect(ids(cache.index('D').search(['walrus'], filter(), 10))).toEqual([]);
+    expect(cache.index('D').rows).toBe(0);
+  });
+
+  it('does not log access-count updates (they do not change what the index holds)', () => {
+    const head = repo.logHead();
+    other.prepare("UPDATE memories SET access_count = access_count + 1, last_accessed_at = '2026-01-01T00:00:00.000Z'").run();
+    expect(repo.logHead()).toBe(head);
+  });
+
+  it('reloads a key whose unseen log entries were pruned', () => {
+    const idx = cache.index('A');
+    s.memory.upsertMany([memoryInput({ apiKeyId: 'A', content: 'quokka smile' })], { source: 'api' });
+    // As the prune trigger does after 200,000 entries: the entry above is gone and the cut recorded.
+    other.prepare('DELETE FROM memory_kw_log').run();
+    other.prepare('UPDATE memory_kw_log_state SET pruned_below = ?').run(repo.logHead());
+    const again = cache.index('A');
+    expect(again).not.toBe(idx);
+    expect(again.search(['quokka'], open, 10)).toHaveLength(1);
+  });
+});
+
+describe('memory_kw_log prunes itself', () => {
+  const s = tempStorage();
+  afterAll(() => s.close());
+
+  it('keeps the newest 200,000 entries and records the cut', () => {
+    const db = s.db.db;
+    db.prepare("UPDATE sqlite_sequence SET seq = 204799 WHERE name = 'memory_kw_log'").run();
+    db.prepare("INSERT OR IGNORE INTO sqlite_sequence (name, seq) SELECT 'memory_kw_log', 204799 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'memory_kw_log')").run();
+    db.prepare("INSERT INTO memory_kw_log (seq, api_key_id, memory_id) VALUES (1000, 'x', 1), (204000, 'x', 2)").run();
+    s.memory.upsertMany([memoryInput({ apiKeyId: 'x', content: 'the 204800th entry' })], { source: 'api' });
+    expect(db.prepare('SELECT seq FROM memory_kw_log ORDER BY seq').all()).toEqual([{ seq: 204000 }, { seq: 204800 }]);
+    expect(new KeywordIndexRepository(db).prunedBelow()).toBe(4800);
+  });
+});
+
+describe('TenantKeywordIndex bookkeeping', () => {
+  it('answers the same after heavy churn (compaction) as an index built from the survivors', () => {
+    const texts = sentences(11, 3000);
+    const churned = new TenantKeywordIndex();
+    texts.forEach((content, i) => churned.put({ rowId: i + 1, content, key: null, sessionId: null, expiresAt: null, updatedAt: '2026-01-01T00:00:00.000Z' }));
+    for (let i = 0; i < 2500; i++) churned.remove(i + 1);
+    // Rewrites of survivors too (a put replaces).
+    for (let i = 2500; i < 2600; i++) churned.put({ rowId: i + 1, content: texts[i]!, key: null, sessionId: null, expiresAt: null, updatedAt: '2026-01-01T00:00:00.000Z' });
+    const fresh = new TenantKeywordIndex();
+    for (let i = 2500; i < 3000; i++) fresh.put({ rowId: i + 1, content: texts[i]!, key: null, sessionId: null, expiresAt: null, updatedAt: '2026-01-01T00:00:00.000Z' });
+    expect(churned.rows).toBe(500);
+    for (const terms of [['coffee'], ['berlin', 'sushi'], ['muller', 'friday', 'tea']]) {
+      const a = churned.search(terms, open, Infinity);
+      const b = fresh.search(terms, open, Infinity);
+      expect(a.map((h) => h.rowId).sort()).toEqual(b.map((h) => h.rowId).sort());
+      const score = new Map(b.map((h) => [h.rowId, h.bm25]));
+      for (const h of a) expect(h.bm25).toBeCloseTo(score.get(h.rowId)!, 12);
+      expect(churned.stats(terms)).toEqual(fresh.stats(terms));
+    }
+  });
+
+  it('bestFirst keeps the same top as a full sort', () => {
+    const r = rng(9);
+    const hits = Array.from({ length: 5000 }, (_, i) => ({ rowId: i, bm25: -Math.round(r() * 50) / 10 }));
+    const sorted = [...hits].sort((x, y) => x.bm25 - y.bm25 || x.rowId - y.rowId);
+    expect(bestFirst([...hits], 100)).toEqual(sorted.slice(0, 100));
+    expect(bestFirst([...hits], 3000)).toEqual(sorted.slice(0, 3000));
+  });
+
+  it('drops the least recently used key past the budget, never the one being queried', () => {
+    const s = tempStorage();
+    try {
+      s.memory.upsertMany(
+        ['k1', 'k2', 'k3'].flatMap((apiKeyId) => sentences(5, 400).map((content) => memoryInput({ apiKeyId, content }))),
+        { source: 'api' },
+      );
+      const probe = new KeywordIndexCache(new KeywordIndexRepository(s.db.db), 1 << 30);
+      const one = probe.index('k1').bytes;
+      const cache = new KeywordIndexCache(new KeywordIndexRepository(s.db.db), Math.floor(one * 2.5));
+      cache.index('k1');
+      cache.index('k2');
+      cache.index('k1'); // k1 is now the most recently used
+      cache.index('k3');
+      expect(cache.tenants).toBe(2);
+      const tiny = new KeywordIndexCache(new KeywordIndexRepository(s.db.db), 1);
+      expect(tiny.index('k1').search(['coffee'], open, 5)).toHaveLength(5);
+      tiny.index('k2');
+      expect(tiny.tenants).toBe(1);
+    } finally {
+      s.close();
+    }
+  });
+});
+
+describe('KeywordIndexCache.warm', () => {
+  it('loads a key in slices, yielding between them, to the same index a synchronous load builds', async () => {
+    const s = tempStorage();
+    try {
+      s.memory.upsertMany(sentences(21, 5000).map((content, i) => memoryInput({ apiKeyId: 'big', content: `${content} row${i}` })), { source: 'api' });
+      const cache = new KeywordIndexCache(new KeywordIndexRepository(s.db.db), 1 << 30);
+      let turns = 0;
+      const ticker = setInterval(() => turns++, 0);
+      const a = cache.warm('big');
+      const b = cache.warm('big');
+      // A write landing between slices is in the log after the head the load read first.
+      setImmediate(() => s.memory.upsertMany([memoryInput({ apiKeyId: 'big', content: 'zeppelin arrives' })], { source: 'api' }));
+      await Promise.all([a, b]);
+      clearInterval(ticker);
+      expect(turns).toBeGreaterThan(0);
+      const warmed = cache.index('big');
+      const sync = new KeywordIndexCache(new KeywordIndexRepository(s.db.db), 1 << 30).index('big');
+      expect(warmed.rows).toBe(sync.rows);
+      for (const terms of [['coffee', 'row7'], ['zeppelin'], ['berlin', 'sushi', 'tea']]) expect(warmed.search(terms, open, 50)).toEqual(sync.search(terms, open, 50));
+      expect(warmed.search(['zeppelin'], open, 5)).toHaveLength(1);
+    } finally {
+      s.close();
+    }
+  });
+});

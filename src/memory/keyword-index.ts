@@ -1,0 +1,387 @@
+/**
+ * The keyword tier's ranking, per API key (issue #15 §2, issue #14): an in-memory inverted index of
+ * one key's memories, scored with FTS5's own bm25 formula over THAT key's statistics.
+ *
+ * FTS5's bm25() takes the row count, the average row length and each term's document frequency
+ * over the whole index, i.e. over every key's rows: another key's writes changed the order of this
+ * key's results, and the common-term drop (a term in more than 2% of the rows leaves the MATCH)
+ * let other keys decide which of this key's query words count. Here every statistic is the key's
+ * own, so nothing another key stores can change what this key sees. For a database holding one key
+ * the scores equal FTS5's (same tokenizer, same constants, the same row length: content + key + the
+ * tenant token), which the tests check.
+ *
+ * A copy is loaded whole at the key's first query and brought up to date before every query from
+ * memory_kw_log (migration 0009: triggers on memories log every insert, delete and change of an
+ * indexed column, whichever process writes). Copies past the byte budget are dropped least recently
+ * used first; the key being queried is always kept, so a key larger than the budget is still ranked
+ * by its own statistics (it then holds the memory alone).
+ */
+import { FTS5_BM25, fts5Idf } from './retrieval-scoring';
+import { tokenize } from './tokenize';
+import type { KeywordIndexRepository, KeywordRow } from './keyword-index.repository';
+
+/** The candidate filter in the form the index applies it (the same predicate as candidateFilterSql). */
+export interface KeywordFilter {
+  nowIso: string;
+  freshAfterIso: string | null;
+  sessionId: string | null;
+}
+
+export interface KeywordHit {
+  rowId: number;
+  /** FTS5's sign: negative, lower is better. */
+  bm25: number;
+}
+
+/** A growable Int32Array. */
+class IntList {
+  data: Int32Array;
+  length = 0;
+  constructor(capacity = 4) {
+    this.data = new Int32Array(capacity);
+  }
+  push(v: number): void {
+    if (this.length === this.data.length) {
+      const next = new Int32Array(this.data.length * 2);
+      next.set(this.data);
+      this.data = next;
+    }
+    this.data[this.length++] = v;
+  }
+}
+
+const better = (x: KeywordHit, y: KeywordHit) => x.bm25 - y.bm25 || x.rowId - y.rowId;
+
+/** The `limit` best hits in order; a bounded heap when they are few of many (a common word matches thousands of rows). */
+export function bestFirst(hits: KeywordHit[], limit: number): KeywordHit[] {
+  if (hits.length <= limit * 4) return hits.sort(better).slice(0, limit);
+  // Max-heap (by `better`) of the best `limit` so far: its root is the worst of them.
+  const heap: KeywordHit[] = [];
+  const worse = (i: number, j: number) => better(heap[i]!, heap[j]!) > 0;
+  const swap = (i: number, j: number) => {
+    const t = heap[i]!;
+    heap[i] = heap[j]!;
+    heap[j] = t;
+  };
+  for (const h of hits) {
+    if (heap.length < limit) {
+      heap.push(h);
+      for (let i = heap.length - 1; i > 0; ) {
+        const p = (i - 1) >> 1;
+        if (!worse(i, p)) break;
+        swap(i, p);
+        i = p;
+      }
+    } else if (better(h, heap[0]!) < 0) {
+      heap[0] = h;
+      for (let i = 0; ; ) {
+        const l = 2 * i + 1;
+        const r = l + 1;
+        let m = i;
+        if (l < heap.length && worse(l, m)) m = l;
+        if (r < heap.length && worse(r, m)) m = r;
+        if (m === i) break;
+        swap(i, m);
+        i = m;
+      }
+    }
+  }
+  return heap.sort(better);
+}
+
+/** Rough bytes of a JS string of this length (header + UTF-16 worst case is not needed: one byte per Latin char). */
+const strBytes = (s: string | null) => (s === null ? 0 : 24 + s.length);
+
+/**
+ * One key's index. Documents live in slots (never reused until a compaction renumbers them);
+ * postings hold (slot, tf) pairs per term, and a removed slot's postings are skipped until then.
+ */
+export class TenantKeywordIndex {
+  private slotOf = new Map<number, number>();
+  private rowIds: number[] = [];
+  private lens: number[] = [];
+  private alive: boolean[] = [];
+  private expiresAt: (string | null)[] = [];
+  private updatedAt: string[] = [];
+  private sessions: (string | null)[] = [];
+  /** Each slot's term ids, for the document frequencies when it is removed. */
+  private slotTerms: Int32Array[] = [];
+  private readonly termIds = new Map<string, number>();
+  private postings: IntList[] = [];
+  private df: number[] = [];
+  private readonly sessionNames = new Map<string, string>();
+  private live = 0;
+  private dead = 0;
+  private totalLen = 0;
+  private textBytes = 0;
+  private postingEntries = 0;
+  private scores = new Float64Array(0);
+
+  /** Rows of the key. */
+  get rows(): number {
+    return this.live;
+  }
+
+  /** Estimated bytes held (for the cache's budget). */
+  get bytes(): number {
+    // Postings grow by doubling (~1.5× their entries on average); each term also costs a map entry and a list.
+    return this.postingEntries * 12 + this.termIds.size * 160 + this.rowIds.length * 48 + this.textBytes + this.scores.byteLength;
+  }
+
+  has(rowId: number): boolean {
+    return this.slotOf.has(rowId);
+  }
+
+  /** Adds or replaces a memory. */
+  put(row: KeywordRow): void {
+    this.remove(row.rowId);
+    const tokens = tokenize(row.content);
+    const keyTokens = row.key ? tokenize(row.key) : [];
+    const counts = new Map<string, number>();
+    for (const t of tokens) counts.set(t, (counts.get(t) ?? 0) + 1);
+    for (const t of keyTokens) counts.set(t, (counts.get(t) ?? 0) + 1);
+    const slot = this.rowIds.length;
+    // FTS5's row size counts every column: content, key and the one tenant token (migration 0007).
+    const len = tokens.length + keyTokens.length + 1;
+    const terms = new Int32Array(counts.size);
+    let i = 0;
+    for (const [term, tf] of counts) {
+      let id = this.termIds.get(term);
+      if (id === undefined) {
+        id = this.postings.length;
+        this.termIds.set(term, id);
+        this.postings.push(new IntList());
+        this.df.push(0);
+      }
+      this.postings[id]!.push(slot);
+      this.postings[id]!.push(tf);
+      this.postingEntries += 2;
+      this.df[id]!++;
+      terms[i++] = id;
+    }
+    let session = row.sessionId;
+    if (session !== null) {
+      const interned = this.sessionNames.get(session);
+      if (interned === undefined) this.sessionNames.set(session, session);
+      else session = interned;
+    }
+    this.slotOf.set(row.rowId, slot);
+    this.rowIds.push(row.rowId);
+    this.lens.push(len);
+    this.alive.push(true);
+    this.expiresAt.push(row.expiresAt);
+    this.updatedAt.push(row.updatedAt);
+    this.sessions.push(session);
+    this.slotTerms.push(terms);
+    this.live++;
+    this.totalLen += len;
+    this.textBytes += strBytes(row.expiresAt) + strBytes(row.updatedAt) + terms.byteLength + 64;
+  }
+
+  /** Removes a memory (no-op when absent). */
+  remove(rowId: number): void {
+    const slot = this.slotOf.get(rowId);
+    if (slot === undefined) return;
+    this.slotOf.delete(rowId);
+    this.alive[slot] = false;
+    for (const id of this.slotTerms[slot]!) this.df[id]!--;
+    this.textBytes -= strBytes(this.expiresAt[slot]!) + strBytes(this.updatedAt[slot]!) + this.slotTerms[slot]!.byteLength + 64;
+    this.slotTerms[slot] = new Int32Array(0);
+    this.expiresAt[slot] = null;
+    this.updatedAt[slot] = '';
+    this.sessions[slot] = null;
+    this.live--;
+    this.dead++;
+    this.totalLen -= this.lens[slot]!;
+    if (this.dead > 1024 && this.dead > this.live) this.compact();
+  }
+
+  /** The key's row count and each term's document frequency (what bm25's idf and the common-term drop use). */
+  stats(terms: readonly string[]): { rows: number; docFreqs: number[] } {
+    return {
+      rows: this.live,
+      docFreqs: terms.map((t) => {
+        const id = this.termIds.get(t);
+        return id === undefined ? 0 : this.df[id]!;
+      }),
+    };
+  }
+
+  /**
+   * The rows matching any of `terms` that pass the filter, best bm25 first (ties: older row first),
+   * at most `limit` (Infinity for all). The score is FTS5's: Σ idf(t)·tf·(k1+1) / (tf + k1·(1 − b +
+   * b·len/avglen)), with tf counted over content and key (both weight 1), negated.
+   */
+  search(terms: readonly string[], filter: KeywordFilter, limit: number): KeywordHit[] {
+    if (this.live === 0 || terms.length === 0) return [];
+    const { k1, b } = FTS5_BM25;
+    const avg = this.totalLen / this.live;
+    if (this.scores.length < this.rowIds.length) this.scores = new Float64Array(Math.max(64, this.rowIds.length * 2));
+    const scores = this.scores;
+    const touched: number[] = [];
+    for (const term of new Set(terms)) {
+      const id = this.termIds.get(term);
+      if (id === undefined || this.df[id] === 0) continue;
+      const idf = fts5Idf(this.live, this.df[id]!);
+      const list = this.postings[id]!;
+      const data = list.data;
+      for (let i = 0; i < list.length; i += 2) {
+        const slot = data[i]!;
+        if (!this.alive[slot]) continue;
+        const tf = data[i + 1]!;
+        if (scores[slot] === 0) touched.push(slot);
+        scores[slot] += (idf * (tf * (k1 + 1))) / (tf + k1 * (1 - b + (b * this.lens[slot]!) / avg));
+      }
+    }
+    const hits: KeywordHit[] = [];
+    for (const slot of touched) {
+      const score = scores[slot]!;
+      scores[slot] = 0;
+      if (!this.passes(slot, filter)) continue;
+      hits.push({ rowId: this.rowIds[slot]!, bm25: -score });
+    }
+    return bestFirst(hits, limit);
+  }
+
+  /** candidateFilterSql's predicate on the slot's columns (ISO strings compare as SQLite compares them). */
+  private passes(slot: number, f: KeywordFilter): boolean {
+    const exp = this.expiresAt[slot];
+    if (exp !== null && !(exp! > f.nowIso)) return false;
+    if (f.freshAfterIso !== null && !(this.updatedAt[slot]! >= f.freshAfterIso)) return false;
+    if (f.sessionId !== null && this.sessions[slot] !== f.sessionId) return false;
+    return true;
+  }
+
+  /** Renumbers the live slots and drops removed ones from the postings. */
+  private compact(): void {
+    const remap = new Int32Array(this.rowIds.length).fill(-1);
+    const keep: number[] = [];
+    for (let s = 0; s < this.rowIds.length; s++) if (this.alive[s]) remap[s] = keep.push(s) - 1;
+    const pick = <T>(a: T[]) => keep.map((s) => a[s]!);
+    this.rowIds = pick(this.rowIds);
+    this.lens = pick(this.lens);
+    this.expiresAt = pick(this.expiresAt);
+    this.updatedAt = pick(this.updatedAt);
+    this.sessions = pick(this.sessions);
+    this.slotTerms = pick(this.slotTerms);
+    this.alive = keep.map(() => true);
+    this.slotOf = new Map(this.rowIds.map((r, s) => [r, s]));
+    this.postingEntries = 0;
+    this.postings = this.postings.map((list) => {
+      const next = new IntList(Math.max(4, list.length));
+      for (let i = 0; i < list.length; i += 2) {
+        const to = remap[list.data[i]!]!;
+        if (to < 0) continue;
+        next.push(to);
+        next.push(list.data[i + 1]!);
+        this.postingEntries += 2;
+      }
+      return next;
+    });
+    this.dead = 0;
+    this.scores = new Float64Array(0);
+  }
+}
+
+interface TenantCopy {
+  index: TenantKeywordIndex;
+  /** The change-log sequence number this copy reflects. */
+  seq: number;
+}
+
+/** Rows a background load reads and indexes between two turns of the event loop (~10–20 ms of work). */
+const LOAD_SLICE_ROWS = 2000;
+
+/** Per-key copies of the keyword index, kept current from memory_kw_log, within a byte budget (least recently used dropped first). */
+export class KeywordIndexCache {
+  private readonly copies = new Map<string, TenantCopy>();
+  private readonly loading = new Map<string, Promise<void>>();
+
+  constructor(
+    private readonly repo: KeywordIndexRepository,
+    private readonly budgetBytes: number,
+  ) {}
+
+  get tenants(): number {
+    return this.copies.size;
+  }
+
+  get bytesHeld(): number {
+    let n = 0;
+    for (const c of this.copies.values()) n += c.index.bytes;
+    return n;
+  }
+
+  /** The key's index, current as of now. */
+  index(apiKeyId: string): TenantKeywordIndex {
+    let copy = this.copies.get(apiKeyId);
+    if (copy && copy.seq < this.repo.prunedBelow()) copy = undefined; // entries it has not seen were pruned: reload
+    if (copy) {
+      this.copies.delete(apiKeyId); // re-inserted below: Map order is the LRU order
+      const changes = this.repo.logSince(apiKeyId, copy.seq);
+      for (const rowId of changes.rowIds) {
+        const row = this.repo.row(apiKeyId, rowId);
+        if (row) copy.index.put(row);
+        else copy.index.remove(rowId);
+      }
+      copy.seq = changes.head;
+    } else {
+      // The head is read in the same snapshot as the rows: later writes are in the log after it.
+      copy = this.repo.snapshot(apiKeyId, (head, rows) => {
+        const index = new TenantKeywordIndex();
+        for (const r of rows) index.put(r);
+        return { index, seq: head };
+      });
+    }
+    this.copies.set(apiKeyId, copy);
+    this.evict(apiKeyId);
+    return copy.index;
+  }
+
+  clear(): void {
+    this.copies.clear();
+  }
+
+  /**
+   * Loads the key's index in slices, yielding to the event loop between them, when it is not held:
+   * a 100k-row key takes about a second of CPU to index, and a synchronous load would stall every
+   * other request meanwhile. Callers await this before index(); concurrent callers share one load.
+   * The log head is read first, so a row written during the load is applied again after it (a put
+   * replaces, a remove of an absent row is a no-op).
+   */
+  warm(apiKeyId: string): Promise<void> {
+    if (this.copies.has(apiKeyId)) return Promise.resolve();
+    let p = this.loading.get(apiKeyId);
+    if (!p) {
+      p = this.loadInSlices(apiKeyId).finally(() => this.loading.delete(apiKeyId));
+      this.loading.set(apiKeyId, p);
+    }
+    return p;
+  }
+
+  private async loadInSlices(apiKeyId: string): Promise<void> {
+    const seq = this.repo.logHead();
+    const index = new TenantKeywordIndex();
+    for (let after = 0; ; ) {
+      const rows = this.repo.page(apiKeyId, after, LOAD_SLICE_ROWS);
+      for (const r of rows) index.put(r);
+      if (rows.length < LOAD_SLICE_ROWS) break;
+      after = rows[rows.length - 1]!.rowId;
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+    if (!this.copies.has(apiKeyId)) this.copies.set(apiKeyId, { index, seq });
+    this.evict(apiKeyId);
+  }
+
+  private evict(keep: string): void {
+    if (this.copies.size < 2) return;
+    let held = this.bytesHeld;
+    if (held <= this.budgetBytes) return;
+    for (const [key, c] of this.copies) {
+      if (held <= this.budgetBytes) break;
+      if (key === keep) continue;
+      held -= c.index.bytes;
+      this.copies.delete(key);
+    }
+  }
+}
