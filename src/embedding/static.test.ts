@@ -89,6 +89,50 @@ describe('tokenizing piece by piece (whitespace-delimited pieces remembered)', (
   });
 });
 
+describe('the static model\'s tokenizer without the transformers.js bundle (issue #14: ~35 MB of api RSS)', () => {
+  afterEach(() => forgetStaticModels());
+
+  it('loads and embeds without requiring @huggingface/transformers (onnxruntime-node, sharp)', () => {
+    const folder = writeModel2VecFolder(path.join(tempDir('no-ort'), 'm'), topicModelSpec(8));
+    try {
+      jest.isolateModules(() => {
+        jest.doMock('@huggingface/transformers', () => {
+          throw new Error('@huggingface/transformers was loaded');
+        });
+        // eslint-disable-next-line @typescript-eslint/no-require-imports
+        const isolated = require('./static') as typeof import('./static');
+        const model = isolated.StaticModel.fromFolder(folder);
+        expect(model.tokenIds('[CLS] cat [SEP]')).toEqual(model.tokenIds('cat'));
+        expect(isZeroVector(model.embed('cat'))).toBe(false);
+      });
+    } finally {
+      jest.dontMock('@huggingface/transformers');
+    }
+  });
+
+  it('gives the ids and special tokens transformers.js gives, with and without a tokenizer_config.json', () => {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const transformers = require('@huggingface/transformers') as typeof import('@huggingface/transformers');
+    const spec = topicModelSpec(8, 0);
+    spec.vocab.push('play', '##ing', '##ed', 'café', '中', '文', 'hello', 'world');
+    const plain = writeModel2VecFolder(path.join(tempDir('parity'), 'plain'), spec);
+    const bert = writeModel2VecFolder(path.join(tempDir('parity'), 'bert'), spec);
+    fs.writeFileSync(path.join(bert, 'tokenizer_config.json'), JSON.stringify({ tokenizer_class: 'BertTokenizerFast', do_lower_case: true }));
+    const parts = ['playing', 'played', 'Cat', 'PIZZA', 'café', 'CAFÉ', '中文', 'hello,world', '[CLS]', 'x[SEP]y', '[UNK]', 'zzz', 'e-mail', '42', '🙂', '  ', '\n'];
+    const r = mulberry32(11);
+    for (const folder of [plain, bert]) {
+      const config = fs.existsSync(path.join(folder, 'tokenizer_config.json')) ? JSON.parse(fs.readFileSync(path.join(folder, 'tokenizer_config.json'), 'utf8')) : {};
+      const reference = new transformers.PreTrainedTokenizer(JSON.parse(fs.readFileSync(path.join(folder, 'tokenizer.json'), 'utf8')), config);
+      const model = StaticModel.fromFolder(folder);
+      const skip = new Set([...reference.all_special_ids, model.unkId]);
+      for (let n = 0; n < 200; n++) {
+        const text = Array.from({ length: 1 + Math.floor(r() * 10) }, () => parts[Math.floor(r() * parts.length)]!).join(r() < 0.5 ? ' ' : '');
+        expect(model.tokenIdsUncached(text)).toEqual(reference.encode(text, { add_special_tokens: false }).filter((id) => !skip.has(id)));
+      }
+    }
+  });
+});
+
 describe('parseSafetensors', () => {
   it('reads the F32 [vocab, dim] matrix after the JSON header', () => {
     const data = Float32Array.from([1, 2, 3, 4, 5, 6]);
