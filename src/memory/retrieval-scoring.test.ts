@@ -324,6 +324,30 @@ describe('buildFtsQuery', () => {
   });
 });
 
+describe('fused order (tie-break keys computed once per hit)', () => {
+  // The comparators as they were (keys recomputed per comparison): the reference order.
+  function referenceSort<Id extends string | number>(hits: { id: Id; score: number; ranks: (number | null)[] }[], votes: (li: number) => boolean) {
+    const present = (h: (typeof hits)[number]) => h.ranks.filter((r, li) => r !== null && votes(li)).length;
+    const best = (h: (typeof hits)[number]) => Math.min(...h.ranks.map((r, li) => (r === null || !votes(li) ? Infinity : r)));
+    return [...hits].sort((a, b) => b.score - a.score || present(b) - present(a) || best(a) - best(b) || (String(a.id) < String(b.id) ? -1 : String(a.id) > String(b.id) ? 1 : 0));
+  }
+
+  it('orders rrf and convex fusions exactly as the per-comparison keys did, ties included', () => {
+    const r = prng(21);
+    for (let n = 0; n < 300; n++) {
+      // Few distinct ranks and coarse scores: many ties on score, on presence and on best rank.
+      const list = () => Array.from({ length: Math.floor(r() * 30) }, () => ({ id: `m${Math.floor(r() * 40)}`, rank: 1 + Math.floor(r() * 5), score: Math.floor(r() * 4) / 4 }));
+      const lists = [list(), list(), list()];
+      const weights = [r() < 0.2 ? 0 : 1, 0.5, r() < 0.5 ? 0 : 0.25];
+      const rrf = rrfFuse(lists, { weights, k: 60 });
+      expect(rrf.map((h) => h.id)).toEqual(referenceSort(rrf, () => true).map((h) => h.id));
+      const cv = convexFuse(lists.map((l) => l.map((h) => ({ id: h.id, score: h.score }))), weights);
+      expect(cv.map((h) => h.id)).toEqual(referenceSort(cv, (li) => weights[li]! > 0).map((h) => h.id));
+      expect(cv.every((h) => h.ranks.some((x, li) => x !== null && weights[li]! > 0))).toBe(true);
+    }
+  });
+});
+
 describe('rrfFuse', () => {
   it('scores Σ weight / (k + rank) with k = 60 by default and records each list rank', () => {
     const fused = rrfFuse([[{ id: 'a', rank: 1 }], [{ id: 'a', rank: 3 }]]);
