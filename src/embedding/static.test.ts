@@ -50,6 +50,18 @@ describe('static (model2vec) source from a local folder', () => {
     expect(isZeroVector(model.embed(''))).toBe(true);
   });
 
+  it('checks the folder once per second, not at every resolution (2–3 per retrieval)', () => {
+    const folder = writeModel2VecFolder(path.join(tempDir('m2v'), 'stat-once'), topicModelSpec(8));
+    const env = testEnv({ MEMORY_STATIC_MODEL: folder });
+    const stat = jest.spyOn(fs, 'statSync');
+    try {
+      for (let i = 0; i < 5; i++) expect(staticModelLocation(env)).toEqual({ kind: 'local', folder });
+      expect(stat.mock.calls.filter((c) => c[0] === folder)).toHaveLength(1);
+    } finally {
+      stat.mockRestore();
+    }
+  });
+
   it('reports a folder that does not exist as model_load_failed', async () => {
     const e = new StaticEmbedder(testEnv({ MEMORY_STATIC_MODEL: path.join(tempDir('m2v'), 'missing') }));
     await expect(e.embed(['x'])).rejects.toMatchObject({ reason: 'model_load_failed', source: 'static' });

@@ -19,12 +19,23 @@ export type StaticLocation =
   | { kind: 'hub'; repo: string; folder: string }
   | { kind: 'invalid'; why: string };
 
+/** How long a folder check is trusted: resolving the source (2–3 times per retrieval) stat()ed the folder each time. */
+const DIR_CHECK_TTL_MS = 1000;
+const dirChecks = new Map<string, { dir: boolean; at: number }>();
+
 function isDir(p: string): boolean {
+  const now = performance.now();
+  const seen = dirChecks.get(p);
+  if (seen && now - seen.at < DIR_CHECK_TTL_MS) return seen.dir;
+  let dir: boolean;
   try {
-    return fs.statSync(p).isDirectory();
+    dir = fs.statSync(p).isDirectory();
   } catch {
-    return false;
+    dir = false;
   }
+  if (dirChecks.size >= 64) dirChecks.clear();
+  dirChecks.set(p, { dir, at: now });
+  return dir;
 }
 
 /** Reads MEMORY_STATIC_MODEL: an existing folder (absolute or relative) or a hub repo id. */
