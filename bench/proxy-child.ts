@@ -12,6 +12,7 @@ import http from 'node:http';
 import inspector from 'node:inspector';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
+import v8 from 'node:v8';
 
 interface Msg {
   cmd: 'stats' | 'memory' | 'profile' | 'exit';
@@ -79,7 +80,8 @@ async function runApi(root: string): Promise<void> {
         const rss = process.memoryUsage.rss();
         peakRss = Math.max(peakRss, rss);
         // The breakdown only on request: memoryUsage() walks the heap spaces.
-        send({ type: 'stats', cpu: process.cpuUsage(), rss, peakRss, ...(m.detail ? { memory: process.memoryUsage() } : {}) });
+        const spaces = m.detail ? Object.fromEntries(v8.getHeapSpaceStatistics().map((x) => [x.space_name, x.space_size])) : undefined;
+        send({ type: 'stats', cpu: process.cpuUsage(), rss, peakRss, ...(m.detail ? { memory: process.memoryUsage(), spaces } : {}) });
         if (m.reset) peakRss = rss;
       } else if (m.cmd === 'memory') {
         api.ctx.settings.updateMemory({ enabled: m.enabled === true });

@@ -84,7 +84,7 @@ class BenchChild {
   }
 
   stats(reset = false, detail = false) {
-    return this.call({ cmd: 'stats', reset, detail }, 'stats') as Promise<{ cpu: NodeJS.CpuUsage; rss: number; peakRss: number; memory?: NodeJS.MemoryUsage }>;
+    return this.call({ cmd: 'stats', reset, detail }, 'stats') as Promise<{ cpu: NodeJS.CpuUsage; rss: number; peakRss: number; memory?: NodeJS.MemoryUsage; spaces?: Record<string, number> }>;
   }
 
   kill(): void {
@@ -354,9 +354,11 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
       res.set(mode, { seq: s, load: loads });
       // Where the RSS is, right after this mode's load (V8 heap, buffers, the rest native: SQLite, code, libraries).
       for (const t of apis) {
-        const m = (await t.api!.stats(false, true)).memory!;
+        const st = await t.api!.stats(false, true);
+        const m = st.memory!;
+        const sp = st.spaces ?? {};
         const mbs = (x: number) => f1(x / 1_048_576);
-        memRows.push({ mode, target: t.label, 'rss MB': mbs(m.rss), 'heap total MB': mbs(m.heapTotal), 'heap used MB': mbs(m.heapUsed), 'external MB': mbs(m.external), 'array buffers MB': mbs(m.arrayBuffers), 'rest (native) MB': mbs(m.rss - m.heapTotal - m.external) });
+        memRows.push({ mode, target: t.label, 'rss MB': mbs(m.rss), 'heap total MB': mbs(m.heapTotal), 'of it new space': mbs(sp.new_space ?? 0), 'old space': mbs(sp.old_space ?? 0), 'heap used MB': mbs(m.heapUsed), 'external MB': mbs(m.external), 'array buffers MB': mbs(m.arrayBuffers), 'rest (native) MB': mbs(m.rss - m.heapTotal - m.external) });
       }
       if (o.profileDir) {
         fs.mkdirSync(o.profileDir, { recursive: true });
