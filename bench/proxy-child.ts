@@ -4,7 +4,7 @@
  *   node proxy-child.js upstream          a fixed-delay OpenAI-style upstream (20 ms, one canned completion)
  *   node proxy-child.js api <dist root>    the real api (`startApi` of the build under <dist root>) with its env
  * It talks to the parent over IPC: {type:'ready', port} once listening; answers {cmd:'stats'} with its
- * CPU time and RSS (peak since the last {cmd:'stats', reset:true}), {cmd:'memory', enabled} by switching
+ * CPU time and RSS (peak since the last {cmd:'stats', reset:true}; with detail:true also process.memoryUsage()), {cmd:'memory', enabled} by switching
  * memory on or off, {cmd:'profile', action:'start'|'stop', file} with a V8 CPU profile of the span between.
  */
 import fs from 'node:fs';
@@ -12,10 +12,12 @@ import http from 'node:http';
 import inspector from 'node:inspector';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
+import v8 from 'node:v8';
 
 interface Msg {
   cmd: 'stats' | 'memory' | 'profile' | 'exit';
   reset?: boolean;
+  detail?: boolean;
   enabled?: boolean;
   action?: 'start' | 'stop';
   file?: string;
@@ -77,7 +79,9 @@ async function runApi(root: string): Promise<void> {
       if (m.cmd === 'stats') {
         const rss = process.memoryUsage.rss();
         peakRss = Math.max(peakRss, rss);
-        send({ type: 'stats', cpu: process.cpuUsage(), rss, peakRss });
+        // The breakdown only on request: memoryUsage() walks the heap spaces.
+        const spaces = m.detail ? Object.fromEntries(v8.getHeapSpaceStatistics().map((x) => [x.space_name, x.space_size])) : undefined;
+        send({ type: 'stats', cpu: process.cpuUsage(), rss, peakRss, ...(m.detail ? { memory: process.memoryUsage(), spaces } : {}) });
         if (m.reset) peakRss = rss;
       } else if (m.cmd === 'memory') {
         api.ctx.settings.updateMemory({ enabled: m.enabled === true });

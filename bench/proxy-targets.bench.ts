@@ -83,8 +83,8 @@ class BenchChild {
     return p;
   }
 
-  stats(reset = false) {
-    return this.call({ cmd: 'stats', reset }, 'stats') as Promise<{ cpu: NodeJS.CpuUsage; rss: number; peakRss: number }>;
+  stats(reset = false, detail = false) {
+    return this.call({ cmd: 'stats', reset, detail }, 'stats') as Promise<{ cpu: NodeJS.CpuUsage; rss: number; peakRss: number; memory?: NodeJS.MemoryUsage; spaces?: Record<string, number> }>;
   }
 
   kill(): void {
@@ -323,6 +323,7 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
 
     const seq: Record<string, unknown>[] = [];
     const thr: Record<string, unknown>[] = [];
+    const memRows: Record<string, unknown>[] = [];
     const res = new Map<string, { seq: Map<string, number[]>; load: Map<string, LoadResult> }>();
     let offset = 0;
     for (const memory of [false, true]) {
@@ -351,6 +352,14 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
         thr.push({ mode, target: t.label, 'req/s': int(r.reqPerSec), 'share of direct': t.api ? f2(r.reqPerSec / d.reqPerSec) : '', 'p50 ms': r.p50, 'p99 ms': r.p99, 'errors+non2xx': r.errors + r.non2xx, 'api CPU ms/req': r.cpuPerReq === null ? '' : f2(r.cpuPerReq), 'api peak RSS MB': r.peakRssMb === null ? '' : int(r.peakRssMb), runs: runs.get(t.label)!.map((x) => int(x.reqPerSec)).join(' / ') });
       }
       res.set(mode, { seq: s, load: loads });
+      // Where the RSS is, right after this mode's load (V8 heap, buffers, the rest native: SQLite, code, libraries).
+      for (const t of apis) {
+        const st = await t.api!.stats(false, true);
+        const m = st.memory!;
+        const sp = st.spaces ?? {};
+        const mbs = (x: number) => f1(x / 1_048_576);
+        memRows.push({ mode, target: t.label, 'rss MB': mbs(m.rss), 'heap total MB': mbs(m.heapTotal), 'of it new space': mbs(sp.new_space ?? 0), 'old space': mbs(sp.old_space ?? 0), 'heap used MB': mbs(m.heapUsed), 'external MB': mbs(m.external), 'array buffers MB': mbs(m.arrayBuffers), 'rest (native) MB': mbs(m.rss - m.heapTotal - m.external) });
+      }
       if (o.profileDir) {
         fs.mkdirSync(o.profileDir, { recursive: true });
         for (const t of apis) {
@@ -371,6 +380,8 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
     console.table(seq);
     console.log(`\nautocannon, ${CONNECTIONS} connections, ${o.durationS} s per run, two runs per target in the order direct, builds, builds reversed, direct, every chat a new user question; api CPU = process.cpuUsage() delta in the api process / 2xx responses:`);
     console.table(thr);
+    console.log('\napi memory right after each mode\'s load runs (process.memoryUsage()):');
+    console.table(memRows);
 
     const off = res.get('memory off')!;
     const on = res.get(`memory on (hybrid, ${o.memories / 1000}k/key)`)!;

@@ -50,6 +50,18 @@ describe('static (model2vec) source from a local folder', () => {
     expect(isZeroVector(model.embed(''))).toBe(true);
   });
 
+  it('checks the folder once per second, not at every resolution (2–3 per retrieval)', () => {
+    const folder = writeModel2VecFolder(path.join(tempDir('m2v'), 'stat-once'), topicModelSpec(8));
+    const env = testEnv({ MEMORY_STATIC_MODEL: folder });
+    const stat = jest.spyOn(fs, 'statSync');
+    try {
+      for (let i = 0; i < 5; i++) expect(staticModelLocation(env)).toEqual({ kind: 'local', folder });
+      expect(stat.mock.calls.filter((c) => c[0] === folder)).toHaveLength(1);
+    } finally {
+      stat.mockRestore();
+    }
+  });
+
   it('reports a folder that does not exist as model_load_failed', async () => {
     const e = new StaticEmbedder(testEnv({ MEMORY_STATIC_MODEL: path.join(tempDir('m2v'), 'missing') }));
     await expect(e.embed(['x'])).rejects.toMatchObject({ reason: 'model_load_failed', source: 'static' });
@@ -86,6 +98,50 @@ describe('tokenizing piece by piece (whitespace-delimited pieces remembered)', (
     expect(splitsOnWhitespace({ ...bert, pre_tokenizer: { type: 'Metaspace' }, model: { type: 'Unigram' } })).toBe(false);
     expect(splitsOnWhitespace({ ...bert, normalizer: { type: 'Sequence' } })).toBe(false);
     expect(splitsOnWhitespace({ ...bert, added_tokens: [{ content: 'new york' }] })).toBe(false);
+  });
+});
+
+describe('the static model\'s tokenizer without the transformers.js bundle (issue #14: ~35 MB of api RSS)', () => {
+  afterEach(() => forgetStaticModels());
+
+  it('loads and embeds without requiring @huggingface/transformers (onnxruntime-node, sharp)', () => {
+    const folder = writeModel2VecFolder(path.join(tempDir('no-ort'), 'm'), topicModelSpec(8));
+    try {
+      jest.isolateModules(() => {
+        jest.doMock('@huggingface/transformers', () => {
+          throw new Error('@huggingface/transformers was loaded');
+        });
+        // eslint-disable-next-line @typescript-eslint/no-require-imports
+        const isolated = require('./static') as typeof import('./static');
+        const model = isolated.StaticModel.fromFolder(folder);
+        expect(model.tokenIds('[CLS] cat [SEP]')).toEqual(model.tokenIds('cat'));
+        expect(isZeroVector(model.embed('cat'))).toBe(false);
+      });
+    } finally {
+      jest.dontMock('@huggingface/transformers');
+    }
+  });
+
+  it('gives the ids and special tokens transformers.js gives, with and without a tokenizer_config.json', () => {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const transformers = require('@huggingface/transformers') as typeof import('@huggingface/transformers');
+    const spec = topicModelSpec(8, 0);
+    spec.vocab.push('play', '##ing', '##ed', 'café', '中', '文', 'hello', 'world');
+    const plain = writeModel2VecFolder(path.join(tempDir('parity'), 'plain'), spec);
+    const bert = writeModel2VecFolder(path.join(tempDir('parity'), 'bert'), spec);
+    fs.writeFileSync(path.join(bert, 'tokenizer_config.json'), JSON.stringify({ tokenizer_class: 'BertTokenizerFast', do_lower_case: true }));
+    const parts = ['playing', 'played', 'Cat', 'PIZZA', 'café', 'CAFÉ', '中文', 'hello,world', '[CLS]', 'x[SEP]y', '[UNK]', 'zzz', 'e-mail', '42', '🙂', '  ', '\n'];
+    const r = mulberry32(11);
+    for (const folder of [plain, bert]) {
+      const config = fs.existsSync(path.join(folder, 'tokenizer_config.json')) ? JSON.parse(fs.readFileSync(path.join(folder, 'tokenizer_config.json'), 'utf8')) : {};
+      const reference = new transformers.PreTrainedTokenizer(JSON.parse(fs.readFileSync(path.join(folder, 'tokenizer.json'), 'utf8')), config);
+      const model = StaticModel.fromFolder(folder);
+      const skip = new Set([...reference.all_special_ids, model.unkId]);
+      for (let n = 0; n < 200; n++) {
+        const text = Array.from({ length: 1 + Math.floor(r() * 10) }, () => parts[Math.floor(r() * parts.length)]!).join(r() < 0.5 ? ' ' : '');
+        expect(model.tokenIdsUncached(text)).toEqual(reference.encode(text, { add_special_tokens: false }).filter((id) => !skip.has(id)));
+      }
+    }
   });
 });
 

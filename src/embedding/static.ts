@@ -19,12 +19,23 @@ export type StaticLocation =
   | { kind: 'hub'; repo: string; folder: string }
   | { kind: 'invalid'; why: string };
 
+/** How long a folder check is trusted: resolving the source (2–3 times per retrieval) stat()ed the folder each time. */
+const DIR_CHECK_TTL_MS = 1000;
+const dirChecks = new Map<string, { dir: boolean; at: number }>();
+
 function isDir(p: string): boolean {
+  const now = performance.now();
+  const seen = dirChecks.get(p);
+  if (seen && now - seen.at < DIR_CHECK_TTL_MS) return seen.dir;
+  let dir: boolean;
   try {
-    return fs.statSync(p).isDirectory();
+    dir = fs.statSync(p).isDirectory();
   } catch {
-    return false;
+    dir = false;
   }
+  if (dirChecks.size >= 64) dirChecks.clear();
+  dirChecks.set(p, { dir, at: now });
+  return dir;
 }
 
 /** Reads MEMORY_STATIC_MODEL: an existing folder (absolute or relative) or a hub repo id. */
@@ -119,9 +130,16 @@ export function splitsOnWhitespace(json: { normalizer?: { type?: string } | null
   );
 }
 
+/**
+ * Tokenizer classes whose transformers.js class only wraps @huggingface/tokenizers' Tokenizer: no
+ * constructor of their own (M2M100, Marian, MBart, NLLB, VITS and XLM have one) and, like every
+ * class, `encode` = `Tokenizer.encode(text, opts).ids`, special ids = the added tokens marked special.
+ */
+const PLAIN_TOKENIZER_CLASSES: ReadonlySet<string> = new Set(['PreTrainedTokenizer', 'BertTokenizer', 'DistilBertTokenizer', 'RobertaTokenizer', 'XLMRobertaTokenizer', 'MPNetTokenizer']);
+
+type TokenizersModule = typeof import('@huggingface/tokenizers');
+
 function loadTokenizer(folder: string): { tokenizer: Tokenizer; unkId: number | null; wordwise: boolean } {
-  // Required lazily: the library pulls in onnxruntime, which only static/transformers users should pay for.
-  const transformers = require('@huggingface/transformers') as TransformersModule;
   const json = JSON.parse(fs.readFileSync(path.join(folder, 'tokenizer.json'), 'utf8')) as Parameters<typeof splitsOnWhitespace>[0] & {
     model?: { type?: string; unk_token?: string | null; unk_id?: number | null; vocab?: unknown };
   };
@@ -129,12 +147,24 @@ function loadTokenizer(folder: string): { tokenizer: Tokenizer; unkId: number | 
   const config = fs.existsSync(configPath) ? (JSON.parse(fs.readFileSync(configPath, 'utf8')) as Record<string, unknown>) : {};
   // Same class choice as AutoTokenizer, without its file lookup that insists on tokenizer_config.json.
   const className = typeof config.tokenizer_class === 'string' ? config.tokenizer_class.replace(/Fast$/, '') : 'PreTrainedTokenizer';
-  const exports = transformers as unknown as Record<string, unknown>;
-  const Cls = (typeof exports[className] === 'function' ? exports[className] : transformers.PreTrainedTokenizer) as new (
-    tokenizerJSON: unknown,
-    tokenizerConfig: unknown,
-  ) => Tokenizer;
-  const tokenizer = new Cls(json, config);
+  let tokenizer: Tokenizer;
+  if (PLAIN_TOKENIZER_CLASSES.has(className)) {
+    // The library transformers.js bundles and calls for these classes, alone: the transformers bundle also
+    // loads onnxruntime-node and sharp (~35 MB of the api's RSS, issue #14), which a static model never uses.
+    const { Tokenizer: Inner } = require('@huggingface/tokenizers') as TokenizersModule;
+    const inner = new Inner(json, config);
+    const special = [...inner.get_added_tokens_decoder().values()].filter((t) => t.special).map((t) => t.id);
+    tokenizer = { encode: (text, opts) => inner.encode(text, { add_special_tokens: opts.add_special_tokens }).ids, all_special_ids: special };
+  } else {
+    // Required lazily: the library pulls in onnxruntime, which only static/transformers users should pay for.
+    const transformers = require('@huggingface/transformers') as TransformersModule;
+    const exports = transformers as unknown as Record<string, unknown>;
+    const Cls = (typeof exports[className] === 'function' ? exports[className] : transformers.PreTrainedTokenizer) as new (
+      tokenizerJSON: unknown,
+      tokenizerConfig: unknown,
+    ) => Tokenizer;
+    tokenizer = new Cls(json, config);
+  }
   let unkId: number | null = null;
   const model = json.model ?? {};
   if (typeof model.unk_id === 'number') unkId = model.unk_id;

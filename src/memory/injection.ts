@@ -3,6 +3,8 @@
  * per-request header switches. Pure: requests are copied, never mutated.
  */
 
+import { duplicateKey } from './text-memo';
+
 /** One chat message; other fields (name, tool_calls, cache_control…) pass through untouched. */
 export interface ChatMessage {
   role: string;
@@ -42,7 +44,7 @@ export function formatMemoryContext(memories: readonly InjectableMemory[] | null
     const c = m && typeof m.content === 'string' ? m.content.trim() : '';
     if (!c) continue;
     // A repeated text adds tokens, not information (114 memories once injected 58 distinct texts); the first, best-ranked, stays.
-    const norm = c.replace(/\s+/gu, ' ').toLowerCase();
+    const norm = duplicateKey(m.content as string);
     if (seen.has(norm)) continue;
     seen.add(norm);
     lines.push(c);

@@ -16,6 +16,7 @@ import {
   TRUNCATION_MARKER,
 } from './retrieval-scoring';
 import { mulberry32 as prng } from '../../test/helpers/prng';
+import * as tokenizer from './tokenize';
 
 
 describe('getRelevanceScore (digest §2.3)', () => {
@@ -91,6 +92,49 @@ describe('getRelevanceScore (digest §2.3)', () => {
     const circular: Record<string, unknown> = {};
     circular.self = circular;
     expect(() => getRelevanceScore(mem('tea', '', circular), 'tea')).not.toThrow();
+  });
+
+  it('scores a memory seen before without tokenizing its text again (issue #14: ~200 candidates per chat)', () => {
+    const m = () => ({ content: 'Tomas drinks green tea every morning in Lisbon', key: 'drink:tea', metadata: { source: 'chat' } });
+    getRelevanceScore(m(), 'what does tomas drink');
+    const spy = jest.spyOn(tokenizer, 'tokenize');
+    try {
+      // A new query, and the row read again (fresh strings and objects, as from SQLite): only the query is tokenized.
+      expect(getRelevanceScore(m(), 'green tea every morning')).toBe(20 + 3 * 4 + 6);
+      expect(spy.mock.calls.map((c) => c[0])).toEqual(['green tea every morning']);
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
+  it('scores exactly like the uncached haystack count, repeats and adjacent repeats included', () => {
+    // The reference: the original's per-call token counts (tokenize each haystack, count each query token).
+    const reference = (mm: { content: string; key: string; metadata: unknown }, query: string): number => {
+      const q = tokenizer.tokenize(query);
+      if (q.length === 0) return 0;
+      const phrase = ` ${q.join(' ')} `;
+      const hay = (t: string) => {
+        const toks = tokenizer.tokenize(t);
+        const counts = new Map<string, number>();
+        for (const x of toks) counts.set(x, (counts.get(x) ?? 0) + 1);
+        return { joined: ` ${toks.join(' ')} `, counts };
+      };
+      const key = hay(mm.key);
+      let score = 0;
+      for (const h of [hay(mm.content), key, hay(JSON.stringify(mm.metadata).replace(/\\(?:u[0-9a-fA-F]{4}|.)/g, ' '))]) {
+        if (h.joined.includes(phrase)) score += 20;
+        for (const t of q.slice(0, MAX_SCORE_QUERY_TOKENS)) score += h.joined === key.joined ? ((h.counts.get(t) ?? 0) > 0 ? 6 : 0) : 3 * (h.counts.get(t) ?? 0);
+      }
+      return score;
+    };
+    const words = ['a', 'aa', 'tea', 'Tea', 'teapot', 'mode', 'dark', 'café', 'x1', 'é', '-', '!'];
+    const rand = prng(7);
+    const text = (n: number) => Array.from({ length: n }, () => words[Math.floor(rand() * words.length)]).join(rand() < 0.5 ? ' ' : '  ');
+    for (let i = 0; i < 400; i++) {
+      const mm = { content: text(1 + Math.floor(rand() * 12)), key: rand() < 0.3 ? text(2) : '', metadata: rand() < 0.5 ? {} : { note: text(3) } };
+      const query = text(1 + Math.floor(rand() * 3));
+      expect([mm, query, getRelevanceScore(mm, query)]).toEqual([mm, query, reference(mm, query)]);
+    }
   });
 
   it('ranks the more relevant memory higher', () => {
@@ -277,6 +321,30 @@ describe('buildFtsQuery', () => {
         expect(() => match(fts)).not.toThrow();
       }
     });
+  });
+});
+
+describe('fused order (tie-break keys computed once per hit)', () => {
+  // The comparators as they were (keys recomputed per comparison): the reference order.
+  function referenceSort<Id extends string | number>(hits: { id: Id; score: number; ranks: (number | null)[] }[], votes: (li: number) => boolean) {
+    const present = (h: (typeof hits)[number]) => h.ranks.filter((r, li) => r !== null && votes(li)).length;
+    const best = (h: (typeof hits)[number]) => Math.min(...h.ranks.map((r, li) => (r === null || !votes(li) ? Infinity : r)));
+    return [...hits].sort((a, b) => b.score - a.score || present(b) - present(a) || best(a) - best(b) || (String(a.id) < String(b.id) ? -1 : String(a.id) > String(b.id) ? 1 : 0));
+  }
+
+  it('orders rrf and convex fusions exactly as the per-comparison keys did, ties included', () => {
+    const r = prng(21);
+    for (let n = 0; n < 300; n++) {
+      // Few distinct ranks and coarse scores: many ties on score, on presence and on best rank.
+      const list = () => Array.from({ length: Math.floor(r() * 30) }, () => ({ id: `m${Math.floor(r() * 40)}`, rank: 1 + Math.floor(r() * 5), score: Math.floor(r() * 4) / 4 }));
+      const lists = [list(), list(), list()];
+      const weights = [r() < 0.2 ? 0 : 1, 0.5, r() < 0.5 ? 0 : 0.25];
+      const rrf = rrfFuse(lists, { weights, k: 60 });
+      expect(rrf.map((h) => h.id)).toEqual(referenceSort(rrf, () => true).map((h) => h.id));
+      const cv = convexFuse(lists.map((l) => l.map((h) => ({ id: h.id, score: h.score }))), weights);
+      expect(cv.map((h) => h.id)).toEqual(referenceSort(cv, (li) => weights[li]! > 0).map((h) => h.id));
+      expect(cv.every((h) => h.ranks.some((x, li) => x !== null && weights[li]! > 0))).toBe(true);
+    }
   });
 });
 

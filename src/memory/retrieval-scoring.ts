@@ -3,6 +3,7 @@
  * FTS5 MATCH builder, weighted reciprocal rank fusion and the token-budget walk.
  */
 import { estimateTokens } from './tokens';
+import { TextMemo } from './text-memo';
 import { tokenize } from './tokenize';
 
 /** Most query tokens the relevance score looks at: bounds CPU on a 64 KiB query (the original's primary snapshot had no cap, later upstream capped at 256). */
@@ -18,28 +19,43 @@ export interface ScorableMemory {
 // A JSON escape (\n, \", \u00e9) would otherwise glue its letter to the next word ("\nline" → "nline").
 const JSON_ESCAPE = /\\(?:u[0-9a-fA-F]{4}|.)/g;
 
-/** A haystack as the score sees it: how often each FTS5 token occurs, and the tokens space-joined and space-framed for phrase tests. */
-interface Haystack {
-  joined: string;
-  counts: Map<string, number>;
+/**
+ * A haystack as the score sees it: its FTS5 tokens space-joined and space-framed (" a b c "), so
+ * " x y " inside it means x y are consecutive tokens and " x " counts whole-token occurrences
+ * (tokens never hold a space).
+ */
+function haystack(text: string): string {
+  return ` ${tokenize(text).join(' ')} `;
 }
 
-function haystack(text: string): Haystack {
-  const tokens = tokenize(text);
-  const counts = new Map<string, number>();
-  for (const t of tokens) counts.set(t, (counts.get(t) ?? 0) + 1);
-  // Tokens never hold a space, so " a b " containing " x y " means x y are consecutive tokens.
-  return { joined: ` ${tokens.join(' ')} `, counts };
+/**
+ * Haystacks by text: retrieval scores the same rows' content, key and metadata again at every
+ * request (~200 candidates each), and tokenizing them was most of the score's cost (issue #14).
+ * ~4M characters held (texts plus haystacks, ~2× the texts): the candidates of a 10k-memory key fit.
+ */
+const haystacks = new TextMemo(haystack, 4_000_000);
+
+/** Texts whose haystack is held (tests). */
+export function relevanceCacheSize(): number {
+  return haystacks.size;
+}
+
+/** How often `needle` (" token ") occurs in a framed haystack; consecutive repeats share their space. */
+function occurrences(joined: string, needle: string): number {
+  let n = 0;
+  for (let at = joined.indexOf(needle); at !== -1; at = joined.indexOf(needle, at + needle.length - 1)) n++;
+  return n;
 }
 
 // Retrieval scores every candidate against one query, and a 64 KiB query takes milliseconds to tokenize.
-let lastQuery: { text: string; tokens: string[]; phrase: string } | undefined;
+let lastQuery: { text: string; tokens: string[]; needles: string[]; phrase: string } | undefined;
 
-/** The scored query tokens (at most MAX_SCORE_QUERY_TOKENS) and the whole query as a framed phrase. */
-function parseQuery(text: string): { tokens: string[]; phrase: string } {
+/** The scored query tokens (at most MAX_SCORE_QUERY_TOKENS), each framed by spaces, and the whole query as a framed phrase. */
+function parseQuery(text: string): { tokens: string[]; needles: string[]; phrase: string } {
   if (lastQuery?.text !== text) {
     const all = tokenize(text);
-    lastQuery = { text, tokens: all.slice(0, MAX_SCORE_QUERY_TOKENS), phrase: ` ${all.join(' ')} ` };
+    const tokens = all.slice(0, MAX_SCORE_QUERY_TOKENS);
+    lastQuery = { text, tokens, needles: tokens.map((t) => ` ${t} `), phrase: ` ${all.join(' ')} ` };
   }
   return lastQuery;
 }
@@ -48,25 +64,24 @@ function parseQuery(text: string): { tokens: string[]; phrase: string } {
 export function getRelevanceScore(memory: ScorableMemory, query: string): number {
   if (typeof query !== 'string') return 0;
   // The FTS tier's tokenizer, so "Python?" matches "python" and "a" matches only the word "a".
-  const { tokens, phrase } = parseQuery(query);
-  if (tokens.length === 0) return 0;
+  const { needles, phrase } = parseQuery(query);
+  if (needles.length === 0) return 0;
   let metaText: string;
   try {
     metaText = (JSON.stringify(memory?.metadata ?? {}) ?? '{}').replace(JSON_ESCAPE, ' ');
   } catch {
     metaText = '{}';
   }
-  const key = haystack(typeof memory?.key === 'string' ? memory.key : '');
-  const content = haystack(typeof memory?.content === 'string' ? memory.content : '');
+  const key = haystacks.get(typeof memory?.key === 'string' ? memory.key : '');
+  const content = haystacks.get(typeof memory?.content === 'string' ? memory.content : '');
   let score = 0;
-  for (const h of [content, key, haystack(metaText)]) {
-    if (h.joined.includes(phrase)) score += 20;
+  for (const h of [content, key, haystacks.get(metaText)]) {
+    if (h.includes(phrase)) score += 20;
     // The original decides "is this the key?" by comparing haystacks, hence the quirk.
-    const isKey = h.joined === key.joined;
-    for (const token of tokens) {
-      const n = h.counts.get(token) ?? 0;
-      if (isKey) score += n > 0 ? 6 : 0;
-      else score += 3 * n;
+    const isKey = h === key;
+    for (const needle of needles) {
+      if (isKey) score += h.includes(needle) ? 6 : 0;
+      else score += 3 * occurrences(h, needle);
     }
   }
   return score;
@@ -184,18 +199,28 @@ export function rrfFuse<Id extends string | number>(
       fused.score += weight / (k + hit.rank);
     }
   });
-  const present = (h: FusedHit<Id>) => h.ranks.filter((r) => r !== null).length;
-  const best = (h: FusedHit<Id>) => Math.min(...h.ranks.map((r) => (r === null ? Infinity : r)));
   // A zero-weight tier does not vote: ids only it found are not candidates.
-  return [...byId.values()]
-    .filter((h) => h.score > 0)
-    .sort(
-      (a, b) =>
-        b.score - a.score ||
-        present(b) - present(a) ||
-        best(a) - best(b) ||
-        (String(a.id) < String(b.id) ? -1 : String(a.id) > String(b.id) ? 1 : 0),
-    );
+  return sortFused([...byId.values()].filter((h) => h.score > 0), () => true);
+}
+
+/**
+ * Fused hits best first: score, then present in more (voting) lists, then best rank, then id. The
+ * tie-break keys are computed once per hit: computed inside the comparator they allocated two arrays
+ * per comparison, ~150 KB per chat of ~200 candidates (issue #14).
+ */
+function sortFused<Id extends string | number>(hits: FusedHit<Id>[], votes: (list: number) => boolean): FusedHit<Id>[] {
+  const keyed = hits.map((h) => {
+    let present = 0;
+    let best = Infinity;
+    h.ranks.forEach((r, li) => {
+      if (r === null || !votes(li)) return;
+      present++;
+      if (r < best) best = r;
+    });
+    return { h, present, best, id: String(h.id) };
+  });
+  keyed.sort((a, b) => b.h.score - a.h.score || b.present - a.present || a.best - b.best || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  return keyed.map((k) => k.h);
 }
 
 /** One hit of one retrieval tier with its score already normalised onto [0, 1] (1 = the best possible). */
@@ -244,17 +269,8 @@ export function convexFuse<Id extends string | number>(lists: NormalisedHit<Id>[
       fused.score += (w[li] * Math.min(1, Math.max(0, hit.score))) / total;
     });
   });
-  const present = (h: FusedHit<Id>) => h.ranks.filter((r, li) => r !== null && w[li] > 0).length;
-  const best = (h: FusedHit<Id>) => Math.min(...h.ranks.map((r, li) => (r === null || w[li] === 0 ? Infinity : r)));
-  return [...byId.values()]
-    .filter((h) => present(h) > 0)
-    .sort(
-      (a, b) =>
-        b.score - a.score ||
-        present(b) - present(a) ||
-        best(a) - best(b) ||
-        (String(a.id) < String(b.id) ? -1 : String(a.id) > String(b.id) ? 1 : 0),
-    );
+  const votes = (li: number) => w[li] > 0;
+  return sortFused([...byId.values()].filter((h) => h.ranks.some((r, li) => r !== null && votes(li))), votes);
 }
 
 /** Marker appended to content cut to fit the budget. */

@@ -120,3 +120,25 @@ describe('the tenant token is used only for keys holding a minority of the index
     expect(small.every((c) => c.record.apiKeyId === 'small')).toBe(true);
   });
 });
+
+describe('RetrievalRepository.byIds', () => {
+  const s = tempStorage();
+  const repo = new RetrievalRepository(s.db.db);
+  afterAll(() => s.close());
+
+  it('returns the rows in the order asked, drops unknown ids and repeats, and prepares one statement for every length', () => {
+    const ms = s.memory.upsertMany(Array.from({ length: 6 }, (_, i) => memoryInput({ apiKeyId: 'k', content: `row ${i} walrus` })), { source: 'api' }).map((c) => c.memory);
+    const ids = ms.map((m) => m!.id);
+    const prepare = jest.spyOn(s.db.db, 'prepare');
+    try {
+      expect(repo.byIds([ids[4]!, 'no-such-id', ids[1]!, ids[5]!]).map((r) => r.id)).toEqual([ids[4], ids[1], ids[5]]);
+      expect(repo.byIds([ids[2]!]).map((r) => [r.id, r.content])).toEqual([[ids[2], 'row 2 walrus']]);
+      expect(repo.byIds([ids[0]!, ids[3]!, ids[0]!]).map((r) => r.id)).toEqual([ids[0], ids[3], ids[0]]);
+      expect(repo.byIds([])).toEqual([]);
+      // An IN list of n placeholders was a new statement per request (each chat's vector hits differ in number).
+      expect(prepare.mock.calls.length).toBeLessThanOrEqual(1);
+    } finally {
+      prepare.mockRestore();
+    }
+  });
+});

@@ -18,6 +18,7 @@ import type { QdrantSettingsService } from './qdrant-settings';
 import { applyScoreFloor, boostInWindow, dateWindowOf, expansionTerms, extrasFor, inWindow, memoryDay, mergeById, relevanceModel, PRF_FEEDBACK_DOCS, type DateWindow, type RetrievalExtras } from './retrieval-extras';
 import { RetrievalExtrasRepository } from './retrieval-extras.repository';
 import type { MemorySettings, SettingsService } from './settings';
+import { duplicateKey } from './text-memo';
 import { estimateTokens } from './tokens';
 import { toPublic, type MemoryRecord } from './types';
 
@@ -56,16 +57,11 @@ function relevanceOf(r: MemoryRecord, query: string): number {
   return getRelevanceScore({ content: r.content, key: r.key, metadata: r.metadata }, query);
 }
 
-/** Content as the duplicate check sees it: trimmed, whitespace runs collapsed, lower-cased. */
-function normalisedContent(s: string): string {
-  return s.trim().replace(/\s+/g, ' ').toLowerCase();
-}
-
 /** Keeps the first (best-ranked) of items whose normalised content is the same. */
 function withoutDuplicateContent(items: RetrievedItem[]): RetrievedItem[] {
   const seen = new Set<string>();
   return items.filter((it) => {
-    const k = normalisedContent(it.memory.content);
+    const k = duplicateKey(it.memory.content);
     if (seen.has(k)) return false;
     seen.add(k);
     return true;
