@@ -74,10 +74,9 @@ export class QdrantSyncService {
     if (!this.d.qdrantSettings.syncing()) return;
     const last = this.recorded[this.recorded.length - 1];
     if (last && last.memoryIds.length < SYNC_CHUNK) {
-      const memoryIds = [...last.memoryIds, memoryId];
       // False when that row was rolled back with an earlier transaction: then a new row.
-      if (this.d.queues.replaceRecorded(last.row, 'qdrant-sync', { memoryIds })) {
-        last.memoryIds = memoryIds;
+      if (this.d.queues.appendRecorded(last.row, 'memoryIds', memoryId)) {
+        last.memoryIds.push(memoryId);
         return;
       }
     }

@@ -55,14 +55,19 @@ export class OutboxRepository {
   }
 
   /**
-   * Rewrites the payload of a pending row that was never added; false when there is none (gone,
-   * relayed, rolled back). Matched by job id too: a rolled-back row's outbox_id may be reused.
+   * Appends a string to an array field of a pending row's payload (in SQLite: no re-serialising of
+   * what it holds); false when there is no such row (gone, relayed, rolled back). Matched by job id
+   * too: a rolled-back row's outbox_id may be reused.
    */
-  replacePendingPayload(outboxId: number, jobName: string, jobId: string, payload: unknown): boolean {
+  appendToPending(outboxId: number, jobName: string, jobId: string, field: string, value: string): boolean {
+    if (!/^[A-Za-z]+$/.test(field)) throw new Error(`not a payload field name: ${field}`);
     return (
       this.db
-        .prepare('UPDATE outbox SET payload = ? WHERE outbox_id = ? AND job_name = ? AND job_id = ? AND queued_at IS NULL AND done_at IS NULL AND quarantined_at IS NULL')
-        .run(JSON.stringify(payload), outboxId, jobName, jobId).changes === 1
+        .prepare(
+          `UPDATE outbox SET payload = json_insert(payload, '$.${field}[#]', ?)
+           WHERE outbox_id = ? AND job_name = ? AND job_id = ? AND queued_at IS NULL AND done_at IS NULL AND quarantined_at IS NULL`,
+        )
+        .run(value, outboxId, jobName, jobId).changes === 1
     );
   }
 

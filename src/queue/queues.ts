@@ -192,9 +192,13 @@ export class QueueLayer {
     return { outboxId: this.outbox.add(name, jobId, data, nowIso()), jobName: name, jobId };
   }
 
-  /** Replaces the payload of a row recordInTx wrote (still pending); false when it is gone or was rolled back. */
-  replaceRecorded<N extends JobName>(row: RecordedJob, name: N, input: JobInput<N>): boolean {
-    return row.jobName === name && this.outbox.replacePendingPayload(row.outboxId, row.jobName, row.jobId, parsePayload(name, input));
+  /**
+   * Appends one id to an array field of a row recordInTx wrote (still pending), in the same
+   * transaction; false when it is gone or was rolled back. Not validated here: the relay checks the
+   * whole payload against the job's schema (and quarantines a row that fails it).
+   */
+  appendRecorded(row: RecordedJob, field: string, value: string): boolean {
+    return row.outboxId > 0 && this.outbox.appendToPending(row.outboxId, row.jobName, row.jobId, field, value);
   }
 
   /** Drops rows recordInTx wrote once their jobs were added (rows the relay moved or that were rolled back are simply absent). */

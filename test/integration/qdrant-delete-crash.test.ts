@@ -86,6 +86,10 @@ describe('a delete reaches Qdrant although the process dies between the commit a
     expect(deleted.length).toBeGreaterThan(0);
     // The deletion is on record in SQLite: it committed with the delete.
     expect(t.ctx.queues.outboxCount()).toBe(Math.ceil(deleted.length / 200));
+    const recorded = (t.ctx.db.db.prepare("SELECT payload FROM outbox WHERE job_name = 'qdrant-sync' AND done_at IS NULL").all() as { payload: string }[]).flatMap(
+      (r) => (JSON.parse(r.payload) as { memoryIds: string[] }).memoryIds,
+    );
+    expect(recorded.sort()).toEqual([...deleted].sort());
     expect(orphans().length).toBe(deleted.length);
 
     // A fresh worker takes over (the summarize run above never resumes).
