@@ -63,8 +63,11 @@ function withoutKeys(m: Record<string, unknown>, keys: readonly string[]): Recor
 }
 
 export interface MemoryHooks {
-  /** Runs inside the delete transaction (the vector row goes with the memory row). */
-  onDeleteInTx?: (rowId: number) => void;
+  /**
+   * Runs inside the delete transaction: the vector row goes with the memory row, and the Qdrant
+   * deletion is recorded in the same commit (see QdrantSyncService.recordDeleteInTx).
+   */
+  onDeleteInTx?: (rowId: number, memoryId: string) => void;
   /** Runs after commit, once per changed row. */
   afterCommit?: (changes: MemoryChange[]) => void;
 }
@@ -290,7 +293,7 @@ export class MemoryService {
     const before = this.repo.findById(id);
     if (!before) return null;
     this.event(op, before, null, ctx);
-    for (const h of this.hooks) h.onDeleteInTx?.(before.rowId);
+    for (const h of this.hooks) h.onDeleteInTx?.(before.rowId, before.id);
     this.repo.delete(before.rowId);
     return { op, memory: before, contentChanged: false, reasserted: false };
   }

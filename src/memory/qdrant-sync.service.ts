@@ -1,6 +1,6 @@
 import type { Logger } from '../logger';
 import { QDRANT_BACKFILL_DEDUPLICATION_ID, type JobData } from '../queue/jobs';
-import type { QueueLayer } from '../queue/queues';
+import type { QueueLayer, RecordedJob } from '../queue/queues';
 import { QDRANT_POINT_KIND, type QdrantVectorStore } from '../vector/qdrant.store';
 import type { SqliteVecStore } from '../vector/sqlite-vec.store';
 import type { MemoryChange } from './memory.service';
@@ -34,6 +34,12 @@ export interface BackfillHooks extends Pick<JobHooks, 'progress' | 'checkpoint'>
  * the old ones), and the cleanup of expired or orphaned points.
  */
 export class QdrantSyncService {
+  /**
+   * Outbox rows recordDeleteInTx wrote in the transaction that is committing now (each a qdrant-sync
+   * of up to SYNC_CHUNK deleted ids); onChanges, right after that commit, takes them over.
+   */
+  private recorded: { row: RecordedJob; memoryIds: string[] }[] = [];
+
   constructor(
     private readonly d: {
       qdrant: QdrantVectorStore;
@@ -57,13 +63,42 @@ export class QdrantSyncService {
   }
 
   /**
+   * The memory store's delete hook, inside the delete transaction: records the point's deletion as
+   * a pending outbox row (qdrant-sync of the deleted ids, one row per SYNC_CHUNK ids) that commits
+   * with the delete. Nothing else would bring it back: a job whose process dies between the commit
+   * and the add of its qdrant-sync (summarize, expiry, an api delete) finds the rows gone when it
+   * runs again, and the point would stay in Qdrant for good. onChanges drops the rows once the job
+   * is added; otherwise the relay adds them.
+   */
+  recordDeleteInTx(memoryId: string): void {
+    if (!this.d.qdrantSettings.syncing()) return;
+    const last = this.recorded[this.recorded.length - 1];
+    if (last && last.memoryIds.length < SYNC_CHUNK) {
+      // False when that row was rolled back with an earlier transaction: then a new row.
+      if (this.d.queues.appendRecorded(last.row, 'memoryIds', memoryId)) {
+        last.memoryIds.push(memoryId);
+        return;
+      }
+    }
+    this.recorded.push({ row: this.d.queues.recordInTx('qdrant-sync', { memoryIds: [memoryId] }), memoryIds: [memoryId] });
+  }
+
+  /**
    * The memory store's after-commit hook: updates and deletes sync now; a content change is synced
-   * once its new vector is written (the embed job), so new rows wait for their embedding.
+   * once its new vector is written (the embed job), so new rows wait for their embedding. The
+   * deletions recorded in the transaction are dropped from the outbox once their job is added.
    */
   onChanges(changes: MemoryChange[]): void {
-    const ids = changes.filter((c) => !(c.contentChanged && (c.op === 'create' || c.op === 'import'))).map((c) => c.memory.id);
+    // Taken synchronously, right after the commit: the next transaction records its own.
+    const recorded = this.recorded.splice(0);
+    const ids = [
+      ...changes.filter((c) => !(c.contentChanged && (c.op === 'create' || c.op === 'import'))).map((c) => c.memory.id),
+      ...recorded.flatMap((r) => r.memoryIds),
+    ];
     if (ids.length === 0) return;
-    this.enqueueSync(ids).catch((err: Error) => this.d.log.warn({ err: { message: err.message }, count: ids.length }, 'could not queue qdrant-sync'));
+    this.enqueueSync(ids)
+      .then(() => this.d.queues.dropRecorded(recorded.map((r) => r.row)))
+      .catch((err: Error) => this.d.log.warn({ err: { message: err.message }, count: ids.length }, 'could not queue qdrant-sync; recorded deletions stay in the outbox for the repair sweep'));
   }
 
   /** The qdrant-sync job. */

@@ -46,11 +46,29 @@ export class OutboxRepository {
 
   constructor(private readonly db: Db) {}
 
-  /** Stores a job; a second pending row for the same (name, id) collapses into the first. */
-  add(jobName: string, jobId: string, payload: unknown, now: string): void {
-    this.db
+  /** Stores a job; a second pending row for the same (name, id) collapses into the first. Returns the new row's id (0: collapsed). */
+  add(jobName: string, jobId: string, payload: unknown, now: string): number {
+    const r = this.db
       .prepare('INSERT INTO outbox (job_name, job_id, payload, created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING')
       .run(jobName, jobId, JSON.stringify(payload), now);
+    return r.changes === 1 ? Number(r.lastInsertRowid) : 0;
+  }
+
+  /**
+   * Appends a string to an array field of a pending row's payload (in SQLite: no re-serialising of
+   * what it holds); false when there is no such row (gone, relayed, rolled back). Matched by job id
+   * too: a rolled-back row's outbox_id may be reused.
+   */
+  appendToPending(outboxId: number, jobName: string, jobId: string, field: string, value: string): boolean {
+    if (!/^[A-Za-z]+$/.test(field)) throw new Error(`not a payload field name: ${field}`);
+    return (
+      this.db
+        .prepare(
+          `UPDATE outbox SET payload = json_insert(payload, '$.${field}[#]', ?)
+           WHERE outbox_id = ? AND job_name = ? AND job_id = ? AND queued_at IS NULL AND done_at IS NULL AND quarantined_at IS NULL`,
+        )
+        .run(value, outboxId, jobName, jobId).changes === 1
+    );
   }
 
   /**
@@ -145,6 +163,13 @@ export class OutboxRepository {
       queued_at: string | null;
     }[];
     return rows.map((r) => ({ outboxId: r.outbox_id, jobName: r.job_name, jobId: r.job_id, payload: r.payload, attempts: r.attempts, tracked: r.queued_at !== null }));
+  }
+
+  /** Deletes rows by id, each only while it still holds this job (ids of rolled-back rows may be reused). */
+  removeJobs(rows: { outboxId: number; jobName: string; jobId: string }[]): void {
+    if (rows.length === 0) return;
+    const stmt = this.db.prepare('DELETE FROM outbox WHERE outbox_id = ? AND job_name = ? AND job_id = ?');
+    this.db.transaction(() => rows.forEach((r) => stmt.run(r.outboxId, r.jobName, r.jobId))).immediate();
   }
 
   remove(ids: number[]): void {

@@ -21,6 +21,13 @@ export interface EnqueueResult {
   deduplicated: boolean;
 }
 
+/** A follow-up job recorded in the outbox inside a transaction (QueueLayer.recordInTx). */
+export interface RecordedJob {
+  outboxId: number;
+  jobName: JobName;
+  jobId: string;
+}
+
 /** BullMQ's own rule for custom ids (Job.validateOptions): no integers, no ':' (except its repeat-job form). */
 function bullmqRefusesJobId(id: string): string | null {
   if (id.length === 0) return 'job id is empty';
@@ -171,6 +178,32 @@ export class QueueLayer {
     }
     this.outbox.add(name, opts.jobId, data, nowIso());
     return { jobId: opts.jobId, queue, via: 'outbox', deduplicated: false };
+  }
+
+  /**
+   * Records a follow-up job as a pending outbox row inside the caller's open SQLite transaction, so
+   * it commits or rolls back with the change it follows. The caller adds the job itself after the
+   * commit and then drops the row (dropRecorded); a process that dies in between leaves the row,
+   * and the relay (repair sweep, the api on reconnect) adds it. Returns the row's id.
+   */
+  recordInTx<N extends JobName>(name: N, input: JobInput<N>): RecordedJob {
+    const data = parsePayload(name, input);
+    const jobId = jobOptions(name, data, `${name}-${crypto.randomUUID()}`).jobId;
+    return { outboxId: this.outbox.add(name, jobId, data, nowIso()), jobName: name, jobId };
+  }
+
+  /**
+   * Appends one id to an array field of a row recordInTx wrote (still pending), in the same
+   * transaction; false when it is gone or was rolled back. Not validated here: the relay checks the
+   * whole payload against the job's schema (and quarantines a row that fails it).
+   */
+  appendRecorded(row: RecordedJob, field: string, value: string): boolean {
+    return row.outboxId > 0 && this.outbox.appendToPending(row.outboxId, row.jobName, row.jobId, field, value);
+  }
+
+  /** Drops rows recordInTx wrote once their jobs were added (rows the relay moved or that were rolled back are simply absent). */
+  dropRecorded(rows: RecordedJob[]): void {
+    this.outbox.removeJobs(rows.filter((r) => r.outboxId > 0));
   }
 
   /** Adds many jobs of one kind in one round trip (worker side: bulk fan-out); ids dedupe as usual. */

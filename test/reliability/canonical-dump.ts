@@ -101,7 +101,7 @@ export function canonicalDump(dataDir: string, opts: { owners: Record<string, st
   }
 }
 
-/** Lines of `a` not in `b` and of `b` not in `a` (multisets), at most `max` of each, for failure messages. */
+/** Lines of `a` not in `b` and of `b` not in `a` (multisets), how many, and at most `max` of each, for failure messages. */
 export function dumpDiff(a: CanonicalDump, b: CanonicalDump, max = 8): string {
   const out: string[] = [];
   for (const part of ['memories', 'notEmbedded', 'vectors', 'qdrant', 'history'] as const) {
@@ -110,7 +110,8 @@ export function dumpDiff(a: CanonicalDump, b: CanonicalDump, max = 8): string {
     const cb = count(b[part]);
     const onlyA = [...ca].filter(([k, n]) => (cb.get(k) ?? 0) < n).map(([k, n]) => `${k} ×${n - (cb.get(k) ?? 0)}`);
     const onlyB = [...cb].filter(([k, n]) => (ca.get(k) ?? 0) < n).map(([k, n]) => `${k} ×${n - (ca.get(k) ?? 0)}`);
-    if (onlyA.length || onlyB.length) out.push(`${part}: clean-only [${onlyA.slice(0, max).join('; ')}] faulty-only [${onlyB.slice(0, max).join('; ')}]`);
+    const more = (xs: string[]) => (xs.length > max ? `; … ${xs.length - max} more` : '');
+    if (onlyA.length || onlyB.length) out.push(`${part}: clean-only ${onlyA.length} [${onlyA.slice(0, max).join('; ')}${more(onlyA)}] faulty-only ${onlyB.length} [${onlyB.slice(0, max).join('; ')}${more(onlyB)}]`);
   }
   return out.join('\n');
 }

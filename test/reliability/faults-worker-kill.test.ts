@@ -1,4 +1,5 @@
 import path from 'node:path';
+import Database from 'better-sqlite3';
 import { Queue } from 'bullmq';
 import { redisUrl, type Env } from '../../src/config/env';
 import { QUEUE_NAMES, type QueueName } from '../../src/config/queue-names';
@@ -57,6 +58,43 @@ async function activeJobs(env: Env): Promise<string[]> {
   return names;
 }
 
+/**
+ * What a run that did not converge still holds, for the failure message: every job not completed in any
+ * queue (waiting, active, delayed, failed — with attempts and the failure reason), and the outbox rows not
+ * done (pending, tracked by Redis, quarantined).
+ */
+async function leftovers(env: Env): Promise<string> {
+  const out: string[] = [];
+  for (const name of QUEUE_NAMES) {
+    const q = new Queue(name, { connection: { url: redisUrl(env), maxRetriesPerRequest: 1 }, prefix: env.QUEUE_PREFIX });
+    q.on('error', () => undefined);
+    try {
+      for (const state of ['waiting', 'active', 'delayed', 'prioritized', 'paused', 'failed'] as const) {
+        for (const j of await q.getJobs([state])) {
+          if (!j || String(j.id).startsWith('repeat:')) continue;
+          out.push(`  ${state} ${name}/${j.name}#${j.id} attempts=${j.attemptsMade} progress=${JSON.stringify(j.progress)} data=${JSON.stringify(j.data).slice(0, 160)}${j.failedReason ? ` failed: ${j.failedReason}` : ''}`);
+        }
+      }
+    } catch (err) {
+      out.push(`  ${name}: ${(err as Error).message}`);
+    } finally {
+      await q.close();
+    }
+  }
+  const db = new Database(path.join(env.DATA_DIR, 'engram.db'), { readonly: true, fileMustExist: true });
+  try {
+    const rows = db
+      .prepare('SELECT outbox_id, job_name, job_id, attempts, last_error, queued_at, quarantined_at, quarantine_error FROM outbox WHERE done_at IS NULL ORDER BY outbox_id LIMIT 50')
+      .all() as Record<string, unknown>[];
+    for (const r of rows) out.push(`  outbox ${JSON.stringify(r)}`);
+    const flagged = db.prepare('SELECT COUNT(*) AS n FROM memories WHERE needs_reindex != 0').get() as { n: number };
+    out.push(`  memories still flagged needs_reindex: ${flagged.n}`);
+  } finally {
+    db.close();
+  }
+  return `jobs not completed and outbox rows not done:\n${out.join('\n') || '  (none)'}`;
+}
+
 interface Kill {
   target: JobName;
   hit: boolean;
@@ -79,8 +117,8 @@ async function drained(s: Stack, env: Env, what: string): Promise<void> {
     90_000,
     `${what}: queues and outbox drained`,
     200,
-  ).catch((err: Error) => {
-    throw new Error(`${err.message}: ${left}\n${s.logs()}`);
+  ).catch(async (err: Error) => {
+    throw new Error(`${err.message}: ${left}\n${await leftovers(env).catch((e: Error) => `leftovers: ${e.message}`)}\n${s.logs()}`);
   });
 }
 
@@ -199,8 +237,12 @@ describe('worker kill -9 at random points of every job kind converges to the cle
     const t1 = Date.now();
     const faulty = await run(mulberry32(SEED));
     let last: CanonicalDump = faulty.dump();
-    await waitUntil(() => JSON.stringify((last = faulty.dump())) === JSON.stringify(cleanDump), 60_000, 'the faulty run to converge', 250).catch((err: Error) => {
-      throw new Error(`${err.message}\n${dumpDiff(cleanDump, last)}\n${faulty.s.logs()}`);
+    await waitUntil(() => JSON.stringify((last = faulty.dump())) === JSON.stringify(cleanDump), 60_000, 'the faulty run to converge', 250).catch(async (err: Error) => {
+      // What differs first (the logs are long): the dump diff, the kills, what Redis and the outbox still hold.
+      const kills = faulty.kills.map((k) => `  ${k.target}: ${k.hit ? `${k.running} active` : 'missed'}, also active [${k.activeAtKill.join(', ')}], ${k.afterMs} ms into the phase`);
+      const msg = `${err.message} (seed ${SEED})\ndump diff (clean-only vs faulty-only):\n${dumpDiff(cleanDump, last, 30) || '(none)'}\nkills:\n${kills.join('\n')}\n${await leftovers(faulty.env).catch((e: Error) => `leftovers: ${e.message}`)}`;
+      console.error(msg);
+      throw new Error(`${msg}\n${faulty.s.logs(6000)}`);
     });
     const convergedMs = Date.now() - faulty.lastKillAt;
     const faultyMs = Date.now() - t1;
