@@ -5,6 +5,8 @@ import { ApiKeyRepository, type ApiKeyRecord } from './api-key.repository';
 
 export const KEY_PREFIX = 'egk_';
 const TOUCH_EVERY_MS = 60_000;
+/** Active keys remembered by secret hash (more distinct keys than this in use: the map starts over). */
+const VERIFIED_MAX = 1_000;
 
 /** sha-256 hex of a secret. */
 export function hashSecret(secret: string): string {
@@ -15,6 +17,13 @@ export function hashSecret(secret: string): string {
 export class ApiKeyService {
   private readonly repo: ApiKeyRepository;
   private readonly lastTouched = new Map<string, number>();
+  /**
+   * Active keys by secret hash, valid while `stamp` is the repository's change stamp: a key created or revoked
+   * anywhere (this process or another on the same database) empties it before the next request is verified.
+   * Only keys that verified are kept: an unknown secret is looked up every time.
+   */
+  private verified = new Map<string, ApiKeyRecord>();
+  private stamp = '';
 
   constructor(db: Db) {
     this.repo = new ApiKeyRepository(db);
@@ -36,7 +45,7 @@ export class ApiKeyService {
     return this.repo.findById(id);
   }
 
-  /** Revokes; false if unknown or already revoked. Effective on the next request (no cache). */
+  /** Revokes; false if unknown or already revoked. Effective on the next request (the verified-key cache is dropped on any key change). */
   revoke(id: string): boolean {
     return this.repo.revoke(id, nowIso());
   }
@@ -44,8 +53,18 @@ export class ApiKeyService {
   /** Resolves a presented secret to its active key, or null. `last_used_at` is written at most once a minute per key. */
   verify(secret: string): ApiKeyRecord | null {
     if (!secret.startsWith(KEY_PREFIX) || secret.length > 256) return null;
-    const rec = this.repo.findActiveByHash(hashSecret(secret));
-    if (!rec) return null;
+    const hash = hashSecret(secret);
+    const stamp = this.repo.changeStamp();
+    if (stamp !== this.stamp || this.verified.size >= VERIFIED_MAX) {
+      this.verified = new Map();
+      this.stamp = stamp;
+    }
+    let rec = this.verified.get(hash) ?? null;
+    if (!rec) {
+      rec = this.repo.findActiveByHash(hash);
+      if (!rec) return null;
+      this.verified.set(hash, rec);
+    }
     const now = Date.now();
     if ((this.lastTouched.get(rec.id) ?? 0) + TOUCH_EVERY_MS < now) {
       this.lastTouched.set(rec.id, now);
