@@ -110,11 +110,12 @@ export function proxyRoutes(ctx: ApiContext): Router {
         if (!ok || collector.sawError) return;
         assistantText = collector.text();
       } else {
-        const { end, kept, tail, error } = await relayBody(up.body, res, ac.signal, MAX_PARSED_REPLY_BYTES);
+        // Memory off: nothing is extracted, so the reply is relayed without a copy kept or parsed.
+        const { end, kept, tail, error } = await relayBody(up.body, res, ac.signal, plan.on ? MAX_PARSED_REPLY_BYTES : 0);
         if (end === 'upstream-failed') failedBody(ctx, res, up, error);
         if (end !== 'complete') return;
         res.end(tail);
-        if (!ok) return;
+        if (!ok || !plan.on) return;
         assistantText = kept ? parsedReplyText(kept) : null;
       }
 
