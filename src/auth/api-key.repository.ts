@@ -28,19 +28,37 @@ const toRecord = (r: Row): ApiKeyRecord => ({
   revokedAt: r.revoked_at,
 });
 
+/** Writes to `api_keys` per connection, by any repository on it (SQLite's data_version only counts other connections' commits). */
+const localWrites = new WeakMap<Db, number>();
+
 /** SQL over `api_keys`; secrets only ever appear here as their sha-256. */
 export class ApiKeyRepository {
   /** Every /v1 request looks its key up: preparing the SELECT cost more than running it (bench/README.md, proxy-targets). */
   private readonly stmts: StatementCache;
 
-  constructor(db: Db) {
+  constructor(private readonly db: Db) {
     this.stmts = new StatementCache(db);
+  }
+
+  /**
+   * Changes whenever a key may have been created or revoked since the last call returned the same value: SQLite's
+   * `data_version` (another connection, e.g. `engram keys revoke` in its own process, committed) paired with the
+   * writes of this connection. Cheap enough to ask on every request (no table is read).
+   */
+  changeStamp(): string {
+    const other = this.stmts.get('PRAGMA data_version').pluck().get() as number;
+    return `${other}:${localWrites.get(this.db) ?? 0}`;
+  }
+
+  private wrote(): void {
+    localWrites.set(this.db, (localWrites.get(this.db) ?? 0) + 1);
   }
 
   insert(r: { id: string; name: string; secretHash: string; prefix: string; createdAt: string }): void {
     this.stmts
       .get('INSERT INTO api_keys (id, name, secret_hash, prefix, created_at) VALUES (?, ?, ?, ?, ?)')
       .run(r.id, r.name, r.secretHash, r.prefix, r.createdAt);
+    this.wrote();
   }
 
   list(): ApiKeyRecord[] {
@@ -58,7 +76,9 @@ export class ApiKeyRepository {
   }
 
   revoke(id: string, at: string): boolean {
-    return this.stmts.get('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL').run(at, id).changes > 0;
+    const changed = this.stmts.get('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL').run(at, id).changes > 0;
+    this.wrote();
+    return changed;
   }
 
   touch(id: string, at: string): void {

@@ -73,9 +73,50 @@ function logRequest(log: Logger, req: express.Request, res: express.Response, id
   );
 }
 
+/**
+ * The logger of the access log line: the process logger without its redaction. The line's fields are fixed (logRequest),
+ * none of them a redacted path, so the output is the same; pino's redaction re-parsed every path on every line, about
+ * 20 µs per request (bench/README.md, proxy-targets).
+ */
+function accessLogger(ctx: { log: Logger }): () => Logger {
+  let of: Logger | null = null;
+  let child: Logger | null = null;
+  // Follows ctx.log when it is replaced (tests swap it to read the lines).
+  return () => {
+    if (of !== ctx.log || !child) {
+      of = ctx.log;
+      child = ctx.log.child({}, { redact: [] });
+    }
+    return child;
+  };
+}
+
+/**
+ * Runs `handlers` in order as one middleware (one router layer instead of one each: every layer costs a path match
+ * and a prefix trim on every request); an error, thrown or passed to next, or a rejected promise goes to `next`.
+ */
+function chain(...handlers: express.RequestHandler[]): express.RequestHandler {
+  return (req, res, next) => {
+    let i = 0;
+    const step = (err?: unknown): void => {
+      if (err !== undefined && err !== null) return next(err);
+      const h = handlers[i++];
+      if (!h) return next();
+      try {
+        const out = h(req, res, step) as unknown;
+        if (out instanceof Promise) out.catch(next);
+      } catch (e) {
+        next(e);
+      }
+    };
+    step();
+  };
+}
+
 /** The express app without listen (supertest drives it in tests). */
 export function createApp(ctx: ApiContext, metrics: Metrics): Express {
   const app = express();
+  const accessLog = accessLogger(ctx);
   app.disable('x-powered-by');
   app.set('trust proxy', 'loopback');
 
@@ -92,23 +133,23 @@ export function createApp(ctx: ApiContext, metrics: Metrics): Express {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       const route = (res.locals.routePattern as string | undefined) ?? routePattern(req) ?? 'unmatched';
       if (res.writableFinished) metrics.httpDuration.observe({ method: req.method, route, status: String(res.statusCode) }, seconds);
-      if (!quiet) logRequest(ctx.log, req, res, id, seconds);
+      if (!quiet) logRequest(accessLog(), req, res, id, seconds);
     });
     next();
   });
   app.use(securityHeaders);
   app.use(['/api', '/v1', '/mcp', '/admin'], noStore);
   app.use('/admin', adminFrameAncestors);
+  // Authenticate first, parse second: a body is read (up to its limit) only for a caller who may send one.
+  // Chat requests can carry images: their own, larger limit and a deeper nesting limit. The proxy comes first: its
+  // requests are most of the traffic, and every router before it (system, docs) is walked by each of them.
+  app.use('/v1', chain(useOpenAiErrors, requireApiKey(ctx.apiKeys, ctx.authThrottle), jsonBody({ limit: ctx.env.PROXY_BODY_LIMIT_BYTES, maxDepth: PROXY_MAX_JSON_DEPTH, keepRaw: true })));
+  mount(app, '/v1', proxyRoutes(ctx));
   const system: MountedRouter = systemRoutes(ctx, metrics);
   system.mountPath = '';
   app.use(system);
-  // The API's own description and reference page: public, built from the routes below when first asked for.
+  // The API's own description and reference page: public, built from the routes when first asked for.
   mount(app, '', docsRoutes(() => app));
-
-  // Authenticate first, parse second: a body is read (up to its limit) only for a caller who may send one.
-  // Chat requests can carry images: their own, larger limit and a deeper nesting limit.
-  app.use('/v1', useOpenAiErrors, requireApiKey(ctx.apiKeys, ctx.authThrottle), jsonBody({ limit: ctx.env.PROXY_BODY_LIMIT_BYTES, maxDepth: PROXY_MAX_JSON_DEPTH, keepRaw: true }));
-  mount(app, '/v1', proxyRoutes(ctx));
   // MCP over streamable HTTP: its own auth (client key or management token), then its own body parser.
   mount(app, '/mcp', mcpRoutes(ctx));
   // The dashboard calls /api with the operator's session cookie plus the CSRF header; scripts use the bearer token.

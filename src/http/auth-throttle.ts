@@ -18,6 +18,7 @@ export interface AuthThrottleOptions {
 export type ThrottleVerdict = { blocked: false } | { blocked: true; retryAfterSeconds: number };
 
 const KNOWN_TTL_MS = 24 * 3600_000;
+const NOT_BLOCKED: ThrottleVerdict = Object.freeze({ blocked: false });
 
 /**
  * Brute-force brake for every credential check (management token on /api and /mcp, client keys on
@@ -80,12 +81,17 @@ export class AuthThrottle {
       }
     }
     const fingerprint = this.fingerprint(ip, credential);
+    // Remembered: it passes a block, so the limiter need not be asked (every request of a working client comes here).
+    if (this.known.has(fingerprint)) {
+      this.known.set(fingerprint, true);
+      return NOT_BLOCKED;
+    }
     const res = await this.limiter.get(ip);
     if (res && res.consumedPoints > this.options.failures && !this.known.has(fingerprint)) {
       return { blocked: true, retryAfterSeconds: Math.max(1, Math.ceil(res.msBeforeNext / 1000)) };
     }
     this.known.set(fingerprint, true);
-    return { blocked: false };
+    return NOT_BLOCKED;
   }
 }
 

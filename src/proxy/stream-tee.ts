@@ -147,8 +147,17 @@ function afterLastLineBreak(buf: Buffer): number {
   return 0;
 }
 
+/** What relaySse feeds every relayed piece to (the SseDeltaCollector, or nothing when no extraction follows). */
+export interface SseSink {
+  push(chunk: Buffer): void;
+  end(): void;
+}
+
+/** An SseSink that keeps nothing: memory off, the stream is relayed without being parsed. */
+export const IGNORE_SSE: SseSink = { push: () => undefined, end: () => undefined };
+
 /** Relays an SSE body to the client chunk by chunk as it arrives while feeding the collector, ending the stream with an error event if the upstream breaks (the caller ends it on `complete`). */
-export async function relaySse(source: AsyncIterable<Buffer>, sink: RelaySink, collector: SseDeltaCollector, signal: AbortSignal): Promise<RelayEnd> {
+export async function relaySse(source: AsyncIterable<Buffer>, sink: RelaySink, collector: SseSink, signal: AbortSignal): Promise<RelayEnd> {
   // Output is cut at line boundaries (a partial line waits for the rest of itself), so a client
   // never holds half an event when the upstream breaks and the error event stands on its own.
   let held: Buffer = EMPTY;

@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import { request } from 'undici';
+import { Pool } from 'undici';
 import type { Env } from '../config/env';
 import { AppError } from '../errors';
 
@@ -51,38 +51,51 @@ export function upstreamErrorCode(err: unknown): string {
 
 /** The OpenAI-compatible upstream: `POST /chat/completions`, `GET /models` and `GET /models/:id` under UPSTREAM_BASE_URL, with the upstream key (never the client's). */
 export class UpstreamClient {
-  private readonly base: string;
+  /** Path of UPSTREAM_BASE_URL (`/v1`), without a trailing slash; requests go to `${basePath}/chat/completions`. */
+  private readonly basePath: string;
+  /**
+   * Keep-alive connections to the upstream's origin, owned here: a request goes straight to the pool, without the
+   * global dispatcher's URL parse, origin lookup and redirect interceptor on every chat. Idle sockets are unref'd.
+   */
+  private readonly pool: Pool;
+  private readonly headers: { json: Record<string, string>; sse: Record<string, string>; get: Record<string, string> };
 
   constructor(private readonly env: UpstreamEnv) {
-    this.base = env.UPSTREAM_BASE_URL.replace(/\/+$/, '');
-  }
-
-  /** Sends a chat request (a JSON value, or JSON text already encoded as UTF-8 bytes, sent as is); resolves when the upstream's status and headers arrive. */
-  chatCompletions(body: unknown, opts: { signal: AbortSignal; stream: boolean }): Promise<UpstreamResponse> {
-    return this.call('POST', '/chat/completions', opts.signal, Buffer.isBuffer(body) ? body : JSON.stringify(body), opts.stream ? 'text/event-stream' : 'application/json');
-  }
-
-  /** Lists the upstream's models; resolves when the status and headers arrive. */
-  models(opts: { signal: AbortSignal }): Promise<UpstreamResponse> {
-    return this.call('GET', '/models', opts.signal, undefined, 'application/json');
-  }
-
-  /** One model of the upstream (`GET /models/:id`); resolves when the status and headers arrive. */
-  model(id: string, opts: { signal: AbortSignal }): Promise<UpstreamResponse> {
-    return this.call('GET', `/models/${encodeURIComponent(id)}`, opts.signal, undefined, 'application/json');
-  }
-
-  private async call(method: 'GET' | 'POST', path: string, signal: AbortSignal, body: string | Buffer | undefined, accept: string): Promise<UpstreamResponse> {
-    const headers: Record<string, string> = {
-      accept,
+    const url = new URL(env.UPSTREAM_BASE_URL);
+    this.basePath = url.pathname.replace(/\/+$/, '');
+    this.pool = new Pool(url.origin);
+    const base: Record<string, string> = {
       // Bodies are relayed byte for byte and parsed for extraction, so they must not arrive compressed.
       'accept-encoding': 'identity',
       'user-agent': 'engram-proxy',
     };
-    if (body !== undefined) headers['content-type'] = 'application/json';
     // A local upstream (Ollama, vLLM) may need no key; the client's Engram key is never forwarded.
-    if (this.env.UPSTREAM_API_KEY) headers.authorization = `Bearer ${this.env.UPSTREAM_API_KEY}`;
-    const r = await request(`${this.base}${path}`, {
+    if (env.UPSTREAM_API_KEY) base.authorization = `Bearer ${env.UPSTREAM_API_KEY}`;
+    this.headers = {
+      json: { accept: 'application/json', ...base, 'content-type': 'application/json' },
+      sse: { accept: 'text/event-stream', ...base, 'content-type': 'application/json' },
+      get: { accept: 'application/json', ...base },
+    };
+  }
+
+  /** Sends a chat request (a JSON value, or JSON text already encoded as UTF-8 bytes, sent as is); resolves when the upstream's status and headers arrive. */
+  chatCompletions(body: unknown, opts: { signal: AbortSignal; stream: boolean }): Promise<UpstreamResponse> {
+    return this.call('POST', '/chat/completions', opts.signal, Buffer.isBuffer(body) ? body : JSON.stringify(body), opts.stream ? this.headers.sse : this.headers.json);
+  }
+
+  /** Lists the upstream's models; resolves when the status and headers arrive. */
+  models(opts: { signal: AbortSignal }): Promise<UpstreamResponse> {
+    return this.call('GET', '/models', opts.signal, undefined, this.headers.get);
+  }
+
+  /** One model of the upstream (`GET /models/:id`); resolves when the status and headers arrive. */
+  model(id: string, opts: { signal: AbortSignal }): Promise<UpstreamResponse> {
+    return this.call('GET', `/models/${encodeURIComponent(id)}`, opts.signal, undefined, this.headers.get);
+  }
+
+  private async call(method: 'GET' | 'POST', path: string, signal: AbortSignal, body: string | Buffer | undefined, headers: Record<string, string>): Promise<UpstreamResponse> {
+    const r = await this.pool.request({
+      path: `${this.basePath}${path}`,
       method,
       headers,
       body,

@@ -8,7 +8,7 @@ import { lastUserText, responseText } from '../../memory/chat-text';
 import type { ChatRequest } from '../../memory/injection';
 import { applyMemory, enqueueExtraction, extractionPayload, memoryPlan, setMemoryHeaders } from '../../proxy/memory-phase';
 import { chatCompletionBody, modelParams, observeBody } from './proxy.schema';
-import { relayBody, relaySse, SseDeltaCollector } from '../../proxy/stream-tee';
+import { IGNORE_SSE, relayBody, relaySse, SseDeltaCollector } from '../../proxy/stream-tee';
 import { isEventStream, passThroughHeaders, upstreamErrorCode, upstreamFailure, UpstreamClient, type UpstreamResponse } from '../../proxy/upstream';
 
 /** A non-streaming reply larger than this is relayed but not parsed for extraction. */
@@ -101,20 +101,22 @@ export function proxyRoutes(ctx: ApiContext): Router {
 
       let assistantText: string | null = null;
       if (sse) {
-        const collector = new SseDeltaCollector();
-        const end = await relaySse(up.body, res, collector, ac.signal);
+        // Memory off: nothing is extracted, so the events are relayed without being parsed.
+        const collector = plan.on ? new SseDeltaCollector() : null;
+        const end = await relaySse(up.body, res, collector ?? IGNORE_SSE, ac.signal);
         if (end === 'upstream-failed') ctx.log.warn({ requestId: logRequestId }, 'upstream stream ended unexpectedly');
         if (end !== 'complete') return;
         res.end();
         // A partial or failed answer is not something the user said or accepted: no extraction.
-        if (!ok || collector.sawError) return;
+        if (!ok || !collector || collector.sawError) return;
         assistantText = collector.text();
       } else {
-        const { end, kept, tail, error } = await relayBody(up.body, res, ac.signal, MAX_PARSED_REPLY_BYTES);
+        // Memory off: nothing is extracted, so the reply is relayed without a copy kept or parsed.
+        const { end, kept, tail, error } = await relayBody(up.body, res, ac.signal, plan.on ? MAX_PARSED_REPLY_BYTES : 0);
         if (end === 'upstream-failed') failedBody(ctx, res, up, error);
         if (end !== 'complete') return;
         res.end(tail);
-        if (!ok) return;
+        if (!ok || !plan.on) return;
         assistantText = kept ? parsedReplyText(kept) : null;
       }
 
