@@ -33,13 +33,21 @@ export class KeywordIndexRepository {
     return r?.seq ?? 0;
   }
 
-  /** The key's changed memory_ids after `afterSeq`, with the newest sequence number seen. */
-  logSince(apiKeyId: string, afterSeq: number): { head: number; rowIds: number[] } {
-    const rows = this.stmts.get('SELECT seq, memory_id AS rowId FROM memory_kw_log WHERE api_key_id = ? AND seq > ? ORDER BY seq').all(apiKeyId, afterSeq) as {
-      seq: number;
-      rowId: number;
-    }[];
-    return { head: rows.length ? rows[rows.length - 1]!.seq : afterSeq, rowIds: [...new Set(rows.map((r) => r.rowId))] };
+  /**
+   * The key's changed memory_ids after `afterSeq` up to `head`, the whole log's newest entry (a copy
+   * of an idle key then keeps up with the head instead of falling behind the prune mark because of
+   * other keys' writes). `pruned`: entries after `afterSeq` may be gone (or the log went back), reload. The mark is read
+   * last: a prune deletes its entries and raises the mark in one transaction, so an entry missing
+   * from the read below was pruned by a transaction the mark's read sees.
+   */
+  logSince(apiKeyId: string, afterSeq: number): { head: number; pruned: boolean; rowIds: number[] } {
+    const head = this.logHead();
+    const rows = this.stmts
+      .get('SELECT memory_id AS rowId FROM memory_kw_log WHERE api_key_id = ? AND seq > ? AND seq <= ? ORDER BY seq')
+      .all(apiKeyId, afterSeq, head) as { rowId: number }[];
+    // A head behind the copy: the log was replaced under it (a database file restored): nothing in it can be trusted.
+    const pruned = afterSeq < this.prunedBelow() || head < afterSeq;
+    return { head, pruned, rowIds: pruned ? [] : [...new Set(rows.map((r) => r.rowId))] };
   }
 
   /** One memory as the index holds it, or null when it is gone or belongs to another key. */

@@ -267,8 +267,17 @@ export class TenantKeywordIndex {
     this.alive = keep.map(() => true);
     this.slotOf = new Map(this.rowIds.map((r, s) => [r, s]));
     this.postingEntries = 0;
-    this.postings = this.postings.map((list) => {
-      const next = new IntList(Math.max(4, list.length));
+    // Terms no live row holds any more are dropped (a key whose words churn would otherwise keep every word it ever held).
+    const termRemap = new Int32Array(this.postings.length).fill(-1);
+    const postings: IntList[] = [];
+    const df: number[] = [];
+    for (const [term, id] of this.termIds) {
+      if (this.df[id] === 0) {
+        this.termIds.delete(term);
+        continue;
+      }
+      const list = this.postings[id]!;
+      const next = new IntList(Math.max(4, this.df[id]! * 2));
       for (let i = 0; i < list.length; i += 2) {
         const to = remap[list.data[i]!]!;
         if (to < 0) continue;
@@ -276,8 +285,17 @@ export class TenantKeywordIndex {
         next.push(list.data[i + 1]!);
         this.postingEntries += 2;
       }
-      return next;
-    });
+      termRemap[id] = postings.length;
+      this.termIds.set(term, postings.length);
+      postings.push(next);
+      df.push(this.df[id]!);
+    }
+    this.postings = postings;
+    this.df = df;
+    // Session names no live row holds are dropped too (every chat is a new session: they only accumulate).
+    this.sessionNames.clear();
+    for (const session of this.sessions) if (session !== null) this.sessionNames.set(session, session);
+    for (const terms of this.slotTerms) for (let i = 0; i < terms.length; i++) terms[i] = termRemap[terms[i]!]!;
     this.dead = 0;
     this.scores = new Float64Array(0);
   }
@@ -315,16 +333,16 @@ export class KeywordIndexCache {
   /** The key's index, current as of now. */
   index(apiKeyId: string): TenantKeywordIndex {
     let copy = this.copies.get(apiKeyId);
-    if (copy && copy.seq < this.repo.prunedBelow()) copy = undefined; // entries it has not seen were pruned: reload
+    const changes = copy ? this.repo.logSince(apiKeyId, copy.seq) : null;
+    if (copy && changes!.pruned) copy = undefined; // entries it has not seen were pruned: reload
     if (copy) {
       this.copies.delete(apiKeyId); // re-inserted below: Map order is the LRU order
-      const changes = this.repo.logSince(apiKeyId, copy.seq);
-      for (const rowId of changes.rowIds) {
+      for (const rowId of changes!.rowIds) {
         const row = this.repo.row(apiKeyId, rowId);
         if (row) copy.index.put(row);
         else copy.index.remove(rowId);
       }
-      copy.seq = changes.head;
+      copy.seq = changes!.head;
     } else {
       // The head is read in the same snapshot as the rows: later writes are in the log after it.
       copy = this.repo.snapshot(apiKeyId, (head, rows) => {
@@ -336,6 +354,11 @@ export class KeywordIndexCache {
     this.copies.set(apiKeyId, copy);
     this.evict(apiKeyId);
     return copy.index;
+  }
+
+  /** Whether the key's copy is held (a retrieval re-warms after its awaits: another key's load may have evicted it). */
+  holds(apiKeyId: string): boolean {
+    return this.copies.has(apiKeyId);
   }
 
   clear(): void {
@@ -350,7 +373,9 @@ export class KeywordIndexCache {
    * replaces, a remove of an absent row is a no-op).
    */
   warm(apiKeyId: string): Promise<void> {
-    if (this.copies.has(apiKeyId)) return Promise.resolve();
+    const held = this.copies.get(apiKeyId);
+    if (held && held.seq >= this.repo.prunedBelow()) return Promise.resolve();
+    if (held) this.copies.delete(apiKeyId); // missed pruned entries: reloaded in slices, not synchronously by index()
     let p = this.loading.get(apiKeyId);
     if (!p) {
       p = this.loadInSlices(apiKeyId).finally(() => this.loading.delete(apiKeyId));

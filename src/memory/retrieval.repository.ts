@@ -154,6 +154,17 @@ export class RetrievalRepository {
     return out;
   }
 
+  /** The first `limit` of `hits` (in their order) whose rows still wait for their vector; no row is read whole. */
+  unembeddedAmong(hits: readonly { rowId: number; bm25: number }[], limit: number): { rowId: number; bm25: number }[] {
+    if (hits.length === 0) return [];
+    const picked = this.stmt(
+      'SELECT CAST(j.key AS INTEGER) AS at FROM json_each(?) AS j CROSS JOIN memories m ON m.memory_id = j.value WHERE m.needs_reindex = 1 ORDER BY j.key LIMIT ?',
+    )
+      .pluck()
+      .all(JSON.stringify(hits.map((h) => h.rowId)), limit) as number[];
+    return picked.map((i) => hits[i]!);
+  }
+
   /** Rows by public id, in the given order (missing ids dropped). */
   byIds(ids: string[]): MemoryRecord[] {
     if (ids.length === 0) return [];

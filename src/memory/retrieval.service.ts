@@ -151,13 +151,21 @@ export class RetrievalService implements Retriever {
       if (opts.strategy !== 'exact' && !query) resolution.fallbackReason = 'empty query: newest memories first';
     } else {
       // The key's keyword index, loaded in slices the first time (keyword-index.ts warm) so a large key does not stall other requests.
-      if (apiKeyId !== null) await this.keywordIndex.warm(apiKeyId);
+      const warming = apiKeyId !== null ? this.keywordIndex.warm(apiKeyId) : null;
+      // A warm that fails is retried below; the vector search must not make it an unhandled rejection meanwhile.
+      warming?.catch(() => undefined);
       const vec =
         apiKeyId === null
           ? ({ hits: null, reason: 'vector search is per API key; an all-tenant preview uses keywords' } as const)
           : await this.vectorHits(apiKeyId, query, filter, settings, signal);
       // A cancelled embedding looks like a failed one: stop here rather than fall back for nobody.
       signal?.throwIfAborted();
+      if (apiKeyId !== null) {
+        await warming;
+        // Another key's load may have evicted this one while the embedding was awaited: warm again, so the
+        // synchronous code below never loads a whole key on the event loop (nothing below awaits before it is used).
+        while (!this.keywordIndex.holds(apiKeyId)) await this.keywordIndex.warm(apiKeyId);
+      }
       if (vec.hits !== null && vec.store) resolution.vectorStore = vec.store;
       if (vec.hits !== null && vec.note) resolution.fallbackReason = vec.note;
       if (vec.hits === null) {
@@ -245,11 +253,10 @@ export class RetrievalService implements Retriever {
       if (rows.length === 0 && used.length < terms.length) rows = this.repo.fts(ftsMatchOf(terms), filter, FTS_LIMIT, onlyUnembedded);
     } else {
       const used = this.discriminatingTerms(filter.apiKeyId, terms);
-      const keep = onlyUnembedded ? (r: MemoryRecord) => r.needsReindex : undefined;
-      rows = this.ranked(filter, used, FTS_LIMIT, keep);
+      rows = this.ranked(filter, used, FTS_LIMIT, undefined, onlyUnembedded);
       // With per-key statistics a kept term is one this key holds, so this only fires when the
       // filters (session, expiry, retention) leave none of its rows: then the query's own words decide.
-      if (rows.length === 0 && used.length < terms.length) rows = this.ranked(filter, terms, FTS_LIMIT, keep);
+      if (rows.length === 0 && used.length < terms.length) rows = this.ranked(filter, terms, FTS_LIMIT, undefined, onlyUnembedded);
     }
     return rows.map(({ record, bm25 }) => ({ record, vecScore: null, ftsScore: Math.round(-bm25 * 1e4) / 1e4, relevance: relevanceOf(record, query), bm25 }));
   }
@@ -259,10 +266,13 @@ export class RetrievalService implements Retriever {
    * beyond the candidate filter) is applied in rank order. A key's rows come from its own index; the
    * all-keys preview (no `keep` there) from FTS5.
    */
-  private ranked(filter: CandidateFilter, terms: readonly string[], limit: number, keep?: (r: MemoryRecord) => boolean): FtsCandidate[] {
+  private ranked(filter: CandidateFilter, terms: readonly string[], limit: number, keep?: (r: MemoryRecord) => boolean, onlyUnembedded = false): FtsCandidate[] {
     if (terms.length === 0) return [];
-    if (filter.apiKeyId === null) return this.repo.fts(ftsMatchOf(terms), filter, limit);
-    const hits = this.keywordIndex.index(filter.apiKeyId).search(terms, filter, keep ? Infinity : limit);
+    if (filter.apiKeyId === null) return this.repo.fts(ftsMatchOf(terms), filter, limit, onlyUnembedded);
+    let hits = this.keywordIndex.index(filter.apiKeyId).search(terms, filter, keep || onlyUnembedded ? Infinity : limit);
+    // Rows still waiting for their vector are usually a handful among thousands of matches: one
+    // statement picks them by the narrow column instead of reading every match whole.
+    if (onlyUnembedded) hits = this.repo.unembeddedAmong(hits, limit);
     if (!keep) return this.repo.byRowIds(hits);
     const out: FtsCandidate[] = [];
     // Read in pages: most rows pass, so the first page usually fills the list.
