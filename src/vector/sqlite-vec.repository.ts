@@ -163,13 +163,20 @@ export class VectorRepository {
     return r?.seq ?? 0;
   }
 
-  /** The tenant's changed memory_ids after `afterSeq`, with the newest sequence number seen. */
-  logSince(apiKeyId: string, afterSeq: number): { head: number; rowIds: number[] } {
-    const rows = this.stmt('SELECT seq, memory_id AS rowId FROM memory_vec_log WHERE api_key_id = ? AND seq > ? ORDER BY seq').all(apiKeyId, afterSeq) as {
-      seq: number;
+  /**
+   * The tenant's changed memory_ids after `afterSeq` up to `head`, the whole log's newest entry (an
+   * idle tenant's copy keeps up with the head instead of falling behind the prune mark through other
+   * tenants' writes). `pruned`: entries after `afterSeq` may be gone, or the log went back: reload.
+   * The mark is read last: a prune (or a reset) deletes entries and raises it in one transaction, so
+   * an entry missing from the read below was removed by a transaction the mark's read sees.
+   */
+  logSince(apiKeyId: string, afterSeq: number): { head: number; pruned: boolean; rowIds: number[] } {
+    const head = this.logHead();
+    const rows = this.stmt('SELECT memory_id AS rowId FROM memory_vec_log WHERE api_key_id = ? AND seq > ? AND seq <= ? ORDER BY seq').all(apiKeyId, afterSeq, head) as {
       rowId: number;
     }[];
-    return { head: rows.length ? rows[rows.length - 1]!.seq : afterSeq, rowIds: [...new Set(rows.map((r) => r.rowId))] };
+    const pruned = afterSeq < this.logState().prunedBelow || head < afterSeq;
+    return { head, pruned, rowIds: pruned ? [] : [...new Set(rows.map((r) => r.rowId))] };
   }
 
   /** A memory's stored vector in the tenant's partition (raw bytes: float32 or int8), or null when it has none there. */

@@ -130,6 +130,40 @@ describe('SqliteVecStore with the in-memory WebAssembly scan (issue #14)', () =>
     expect(api.store.knn('t', q, 1, { nowIso: now() })[0]!.id).toBe(rows[0]!.id);
   });
 
+  it('a prune landing between reading the prune mark and the entries does not leave the copy stale', () => {
+    const env = testEnv();
+    const api = open(env);
+    const dim = 8;
+    const r = rng(21);
+    const rows = api.create(Array.from({ length: 10 }, () => memoryInput({ apiKeyId: 't' })));
+    api.store.rebuild(`static:m:${dim}`, dim);
+    put(api.store, rows, () => randomUnit(dim, r));
+    const q = randomUnit(dim, r);
+    api.store.knn('t', q, 3, { nowIso: now() });
+    // A change the copy has not seen; then another process prunes the log right after this one read the mark.
+    put(api.store, [rows[0]!], () => q);
+    const repo = (api.store.scanCache as unknown as { repo: { logState(): unknown; logHead(): number } }).repo;
+    const cut = repo.logHead();
+    // A later change that survives the prune: the copy's position moves past the cut.
+    put(api.store, [rows[1]!], () => randomUnit(dim, r));
+    const real = repo.logState.bind(repo);
+    let once = true;
+    jest.spyOn(repo, 'logState').mockImplementation(() => {
+      const state = real();
+      if (once) {
+        once = false;
+        api.s.db.db.transaction(() => {
+          api.s.db.db.prepare('DELETE FROM memory_vec_log WHERE seq <= ?').run(cut);
+          api.s.db.db.prepare('UPDATE memory_vec_log_state SET pruned_below = max(pruned_below, ?) WHERE id = 1').run(cut);
+        })();
+      }
+      return state;
+    });
+    api.store.knn('t', q, 1, { nowIso: now() });
+    // Before: the copy moved past the pruned entry and never saw the new vector.
+    expect(api.store.knn('t', q, 1, { nowIso: now() })[0]!.id).toBe(rows[0]!.id);
+  });
+
   it('applies expiry, retention and session filters after the scan (over-fetching like vec0)', () => {
     const env = testEnv();
     const fast = open(env);

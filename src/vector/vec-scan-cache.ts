@@ -90,15 +90,15 @@ export class VecScanCache {
       this.identity = identity;
     }
     let copy = this.copies.get(apiKeyId);
-    if (copy && copy.seq < log.prunedBelow) {
-      // Entries this copy has not seen were pruned: reload.
+    const changes = copy ? this.repo.logSince(apiKeyId, copy.seq) : null;
+    if (copy && changes!.pruned) {
+      // Entries this copy has not seen were pruned (or the log went back): reload.
       this.drop(apiKeyId);
       copy = undefined;
     }
-    if (copy) {
+    if (copy && changes) {
       this.copies.delete(apiKeyId); // re-inserted below: Map order is the LRU order
       const before = copy.matrix.bytes;
-      const changes = this.repo.logSince(apiKeyId, copy.seq);
       // Room for the new rows, grown at most to what the budget can hold: doubling a copy of more
       // than half the budget would push it over, drop it, and reload it whole at the next search
       // (then double again at the next insert), so a steadily written tenant was reloaded per write.
