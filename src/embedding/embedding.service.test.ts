@@ -57,6 +57,14 @@ describe('EmbeddingService', () => {
       expect(svc.cacheStats()).toMatchObject({ size: 0, hits: 0, misses: 0 });
     });
 
+    it('keeps a cache per scope (API key): one key never answers from another key\'s query', async () => {
+      const svc = make(testEnv({ MEMORY_STATIC_MODEL: folder }));
+      expect((await svc.embedOne('cat pizza', settings, undefined, 'key-a')).cached).toBe(false);
+      expect((await svc.embedOne('cat pizza', settings, undefined, 'key-a')).cached).toBe(true);
+      expect((await svc.embedOne('cat pizza', settings, undefined, 'key-b')).cached).toBe(false);
+      expect((await svc.embedOne('cat pizza', settings)).cached).toBe(false);
+    });
+
     it('returns null (not NaN) for all-unknown or empty texts and counts them', async () => {
       const svc = make(testEnv({ MEMORY_STATIC_MODEL: folder }));
       const r = await svc.embedMany(['qqqq zzzz', '', '   ', 'rain'], settings);

@@ -117,9 +117,11 @@ export class EmbeddingService {
   /**
    * Embeds each text (cache first); throws EmbeddingError when no source is usable or the source fails.
    * `useCache: false` (bulk jobs: reindex) neither reads nor fills the cache: each text is embedded once
-   * anyway, and 100k rows would only evict the queries the cache is for.
+   * anyway, and 100k rows would only evict the queries the cache is for. `cacheScope` (an API key)
+   * partitions the cache: a hit answers far faster than a remote embedding, so one shared cache let
+   * a key time its query and learn whether another key had just asked the same text.
    */
-  async embedMany(texts: string[], settings: EmbeddingSettings, signal?: AbortSignal, opts: { useCache?: boolean } = {}): Promise<EmbedManyResult> {
+  async embedMany(texts: string[], settings: EmbeddingSettings, signal?: AbortSignal, opts: { useCache?: boolean; cacheScope?: string } = {}): Promise<EmbedManyResult> {
     const useCache = opts.useCache ?? true;
     const started = performance.now();
     const d = this.detail(settings);
@@ -128,7 +130,8 @@ export class EmbeddingService {
     const embedder = this.embedderFor(d);
     const idKey = `${res.source}|${res.identity}`;
     const cacheModel = res.identity ?? res.model ?? 'unknown';
-    const keyOf = (text: string, dim: number | null) => embeddingCacheKey(res.source as string, cacheModel, dim, text);
+    const scope = opts.cacheScope ?? '';
+    const keyOf = (text: string, dim: number | null) => `${embeddingCacheKey(res.source as string, cacheModel, dim, text)}:${scope}`;
 
     const vectors: Array<Float32Array | null> = new Array(texts.length).fill(null);
     const pending = new Map<string, number[]>();
@@ -193,8 +196,8 @@ export class EmbeddingService {
   }
 
   /** Embeds one text; `vector` is null when it carries nothing the model knows. */
-  async embedOne(text: string, settings: EmbeddingSettings, signal?: AbortSignal): Promise<EmbedOneResult> {
-    const r = await this.embedMany([text], settings, signal);
+  async embedOne(text: string, settings: EmbeddingSettings, signal?: AbortSignal, cacheScope?: string): Promise<EmbedOneResult> {
+    const r = await this.embedMany([text], settings, signal, { cacheScope });
     return { vector: r.vectors[0], resolution: r.resolution, cached: r.cached === 1, latencyMs: r.latencyMs };
   }
 

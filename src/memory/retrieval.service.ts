@@ -327,7 +327,8 @@ export class RetrievalService implements Retriever {
     if (!this.d.vectors.available()) return { hits: null, reason: 'sqlite-vec not available (degraded to FTS5)' };
     let embedded;
     try {
-      embedded = await this.d.embedding.embedOne(query, settings, signal);
+      // Cached per key: a shared cache's hit would tell a key that another one just asked the same text.
+      embedded = await this.d.embedding.embedOne(query, settings, signal, apiKeyId);
     } catch (err) {
       return { hits: null, reason: `embedding failed: ${sanitizeEmbeddingMessage((err as Error).message)}` };
     }

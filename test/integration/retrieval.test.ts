@@ -79,6 +79,17 @@ describe('retrieval', () => {
     }
   });
 
+  it("one key's query never warms the embedding cache for another key (a hit's speed would tell it what was asked)", async () => {
+    const query = 'kitten naps in the sun today';
+    const hits = () => t.ctx.embedding.cacheStats().hits;
+    await t.ctx.retrieval.retrieve('A', opts({ strategy: 'hybrid', query }), { preview: true });
+    const before = hits();
+    await t.ctx.retrieval.retrieve('B', opts({ strategy: 'hybrid', query }), { preview: true });
+    expect(hits()).toBe(before);
+    await t.ctx.retrieval.retrieve('A', opts({ strategy: 'hybrid', query }), { preview: true });
+    expect(hits()).toBe(before + 1);
+  });
+
   it('hybrid beats both single tiers on a small labelled fixture (mean reciprocal rank)', async () => {
     const labelled: [string, string][] = [
       ['kitten', 'cat'], // vector only: no keyword overlap

@@ -1,5 +1,8 @@
 /**
- * Review reproductions for the per-key keyword index (keyword-index.ts). Each test fails on main.
+ * The per-key keyword index (keyword-index.ts) under races and churn: log pruning between reads,
+ * other keys' writes, compaction, eviction during a retrieval's await, and the semantic tier's
+ * unembedded-only reads. Each case reproduced a defect an adversarial review found (each failed
+ * before its fix).
  */
 import Database from 'better-sqlite3';
 import { memoryInput } from '../../test/factories';
@@ -14,7 +17,7 @@ import type { MemoryRecord } from './types';
 const open: KeywordFilter = { nowIso: new Date().toISOString(), freshAfterIso: null, sessionId: null };
 const api = { source: 'api' as const };
 
-describe('review: log bookkeeping', () => {
+describe('log bookkeeping', () => {
   it('an idle key is not reloaded because OTHER keys filled the log past the prune point (its copy missed nothing)', async () => {
     const s = tempStorage();
     try {
@@ -80,7 +83,7 @@ describe('review: log bookkeeping', () => {
   });
 });
 
-describe('review: compaction', () => {
+describe('compaction', () => {
   it('drops terms no live row holds (a key with churning vocabulary does not grow without bound)', () => {
     const row = (i: number) => ({ rowId: i, content: `note ${i} token${i} other${i * 7}`, key: null, sessionId: null, expiresAt: null, updatedAt: '2026-01-01T00:00:00.000Z' });
     const churned = new TenantKeywordIndex();
@@ -94,7 +97,7 @@ describe('review: compaction', () => {
   });
 });
 
-describe('review: compaction (sessions)', () => {
+describe('compaction (sessions)', () => {
   it('forgets the session names of removed rows', () => {
     const churned = new TenantKeywordIndex();
     for (let i = 1; i <= 5000; i++) churned.put({ rowId: i, content: 'tea', key: null, sessionId: `session-${i}`, expiresAt: null, updatedAt: '2026-01-01T00:00:00.000Z' });
@@ -105,7 +108,7 @@ describe('review: compaction (sessions)', () => {
   });
 });
 
-describe('review: a predicate beyond the filter (semantic: only unembedded rows)', () => {
+describe('a predicate beyond the filter (semantic: only unembedded rows)', () => {
   it('reads a bounded number of rows, not every keyword match, when few rows pass', () => {
     const s = tempStorage();
     try {
@@ -129,7 +132,7 @@ describe('review: a predicate beyond the filter (semantic: only unembedded rows)
   });
 });
 
-describe('review: eviction while a retrieval awaits its embedding', () => {
+describe('eviction while a retrieval awaits its embedding', () => {
   it('the key being retrieved is never loaded synchronously because another key was warmed meanwhile', async () => {
     const s = tempStorage();
     try {
