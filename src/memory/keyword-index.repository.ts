@@ -50,6 +50,13 @@ export class KeywordIndexRepository {
     return { head, pruned, rowIds: pruned ? [] : [...new Set(rows.map((r) => r.rowId))] };
   }
 
+  /** The key's log entries after `afterSeq`, counted up to `max` (the count stops there). */
+  pendingAtMost(apiKeyId: string, afterSeq: number, max: number): number {
+    return (
+      this.stmts.get('SELECT count(*) AS n FROM (SELECT 1 FROM memory_kw_log WHERE api_key_id = ? AND seq > ? LIMIT ?)').get(apiKeyId, afterSeq, max) as { n: number }
+    ).n;
+  }
+
   /** One memory as the index holds it, or null when it is gone or belongs to another key. */
   row(apiKeyId: string, rowId: number): KeywordRow | null {
     const r = this.stmts.get(`SELECT api_key_id AS apiKeyId, ${ROW_COLUMNS} FROM memories WHERE memory_id = ?`).get(rowId) as

@@ -221,3 +221,46 @@ describe('KeywordIndexCache.warm', () => {
     }
   });
 });
+
+describe('KeywordIndexCache: large catch-ups and the schema it relies on', () => {
+  it('reloads a held key in slices when more changes wait than a slice holds (no per-row catch-up on the event loop)', async () => {
+    const s = tempStorage();
+    try {
+      const repo = new KeywordIndexRepository(s.db.db);
+      const cache = new KeywordIndexCache(repo, 1 << 30);
+      s.memory.upsertMany([memoryInput({ apiKeyId: 'imp', content: 'first row' })], { source: 'api' });
+      await cache.warm('imp');
+      const before = cache.index('imp');
+      // A worker imports 2,500 rows into the key.
+      s.memory.upsertMany(sentences(31, 2500).map((content, i) => memoryInput({ apiKeyId: 'imp', content: `${content} imported${i}` })), { source: 'api' });
+      const rowReads = jest.spyOn(repo, 'row');
+      await cache.warm('imp');
+      const after = cache.index('imp');
+      expect(after).not.toBe(before);
+      expect(rowReads).not.toHaveBeenCalled();
+      expect(after.rows).toBe((s.db.db.prepare("SELECT count(*) AS n FROM memories WHERE api_key_id = 'imp'").get() as { n: number }).n);
+      // A few changes are still applied in place.
+      s.memory.upsertMany([memoryInput({ apiKeyId: 'imp', content: 'okapi stripes' })], { source: 'api' });
+      await cache.warm('imp');
+      expect(cache.index('imp')).toBe(after);
+      expect(after.search(['okapi'], open, 5)).toHaveLength(1);
+    } finally {
+      s.close();
+    }
+  });
+
+  it('the change-log triggers exist on memories (a migration that rebuilds the table must recreate them)', () => {
+    const s = tempStorage();
+    try {
+      const triggers = (s.db.db.prepare("SELECT name, tbl_name AS tbl FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'memory_kw_log%' ORDER BY name").all() as { name: string; tbl: string }[]);
+      expect(triggers).toEqual([
+        { name: 'memory_kw_log_ad', tbl: 'memories' },
+        { name: 'memory_kw_log_ai', tbl: 'memories' },
+        { name: 'memory_kw_log_au', tbl: 'memories' },
+        { name: 'memory_kw_log_prune', tbl: 'memory_kw_log' },
+      ]);
+    } finally {
+      s.close();
+    }
+  });
+});

@@ -374,8 +374,10 @@ export class KeywordIndexCache {
    */
   warm(apiKeyId: string): Promise<void> {
     const held = this.copies.get(apiKeyId);
-    if (held && held.seq >= this.repo.prunedBelow()) return Promise.resolve();
-    if (held) this.copies.delete(apiKeyId); // missed pruned entries: reloaded in slices, not synchronously by index()
+    // Catching up reads one row per changed id on the event loop: past a slice's worth (a worker importing
+    // into the key), reloading in slices is the cheaper and non-blocking way.
+    if (held && held.seq >= this.repo.prunedBelow() && this.repo.pendingAtMost(apiKeyId, held.seq, LOAD_SLICE_ROWS) < LOAD_SLICE_ROWS) return Promise.resolve();
+    if (held) this.copies.delete(apiKeyId); // missed pruned entries or too many changes: reloaded in slices, not synchronously by index()
     let p = this.loading.get(apiKeyId);
     if (!p) {
       p = this.loadInSlices(apiKeyId).finally(() => this.loading.delete(apiKeyId));
