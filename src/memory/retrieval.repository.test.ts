@@ -135,7 +135,7 @@ describe('RetrievalRepository.byIds', () => {
       expect(repo.byIds([ids[2]!]).map((r) => [r.id, r.content])).toEqual([[ids[2], 'row 2 walrus']]);
       expect(repo.byIds([ids[0]!, ids[3]!, ids[0]!]).map((r) => r.id)).toEqual([ids[0], ids[3], ids[0]]);
       expect(repo.byIds([])).toEqual([]);
-      // An IN list of n placeholders was a new statement per request (each chat's vector hits differ in number).
+      // Any number of ids uses one cached statement: each chat's vector hits differ in number.
       expect(prepare.mock.calls.length).toBeLessThanOrEqual(1);
     } finally {
       prepare.mockRestore();

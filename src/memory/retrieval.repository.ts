@@ -168,7 +168,7 @@ export class RetrievalRepository {
   /** Rows by public id, in the given order (missing ids dropped). */
   byIds(ids: string[]): MemoryRecord[] {
     if (ids.length === 0) return [];
-    // One prepared statement for any number of ids (an IN list of n placeholders was prepared anew per request).
+    // One cached statement for any number of ids: the ids travel as one JSON array parameter.
     const rows = this.stmt('SELECT m.* FROM json_each(?) AS j CROSS JOIN memories m ON m.id = j.value').all(JSON.stringify(ids)) as Parameters<typeof rowToRecord>[0][];
     const byId = new Map(rows.map((r) => [r.id, rowToRecord(r)]));
     return ids.map((id) => byId.get(id)).filter((r): r is MemoryRecord => r !== undefined);
