@@ -38,6 +38,7 @@ interface Options {
   durationS: number;
   memories: number;
   profileDir: string | null;
+  nodeOptions: string | null;
 }
 
 function parseOptions(args: string[]): Options {
@@ -48,6 +49,7 @@ function parseOptions(args: string[]): Options {
     durationS: Number(opt('duration') ?? 10),
     memories: Number(opt('memories') ?? 10_000),
     profileDir: opt('profile') ? path.resolve(opt('profile')!) : null,
+    nodeOptions: opt('node-options'),
   };
 }
 
@@ -304,6 +306,8 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
       const port = await freePort();
       const api = spawnChild(b.label, ['api', b.root], {
         PATH: process.env.PATH,
+        // V8 flags for this build's api only (e.g. --node-options=--max-semi-space-size=8), to weigh them against --before.
+        ...(o.nodeOptions && b.label === 'this build' ? { NODE_OPTIONS: o.nodeOptions } : {}),
         NODE_ENV: 'production',
         HOST: '127.0.0.1',
         PORT: String(port),

@@ -75,8 +75,12 @@ export function openServices(env: Env, log: Logger, role: RedisRole, opts: { dbF
   const embedding = new EmbeddingService(env, { log });
   const qdrantSync = new QdrantSyncService({ ...storage, queues, log });
   // Updates and deletes reach Qdrant through qdrant-sync jobs (ids only; the outbox when Redis is down).
-  // A delete's sync is recorded in its own transaction, so a crash right after the commit cannot lose it.
-  storage.memory.addHooks({ onDeleteInTx: (_rowId, memoryId) => qdrantSync.recordDeleteInTx(memoryId), afterCommit: (changes) => qdrantSync.onChanges(changes) });
+  // A delete's or an update's sync is recorded in its own transaction, so a crash right after the commit cannot lose it.
+  storage.memory.addHooks({
+    onDeleteInTx: (_rowId, memoryId) => qdrantSync.recordSyncInTx(memoryId),
+    onUpdateInTx: (_rowId, memoryId) => qdrantSync.recordSyncInTx(memoryId),
+    afterCommit: (changes) => qdrantSync.onChanges(changes),
+  });
   const reindex = new ReindexService({ ...storage, embedding, queues, log, qdrantSync });
   const backends = new BackendManager({ memory: storage.memory, settings: storage.settings, queues, policy: outboundPolicyFromEnv(env), log });
   const summarize = new SummarizeService({ ...storage, reindex, log, llm: new LlmSummarizer(env) });

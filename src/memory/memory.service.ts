@@ -65,9 +65,15 @@ function withoutKeys(m: Record<string, unknown>, keys: readonly string[]): Recor
 export interface MemoryHooks {
   /**
    * Runs inside the delete transaction: the vector row goes with the memory row, and the Qdrant
-   * deletion is recorded in the same commit (see QdrantSyncService.recordDeleteInTx).
+   * deletion is recorded in the same commit (see QdrantSyncService.recordSyncInTx).
    */
   onDeleteInTx?: (rowId: number, memoryId: string) => void;
+  /**
+   * Runs inside the transaction of every change to an existing row (update, import over it, re-embedding
+   * flag included; not a re-assertion, which changes nothing anyone follows): Qdrant's payload sync is
+   * recorded in the same commit, as a deletion's is.
+   */
+  onUpdateInTx?: (rowId: number, memoryId: string) => void;
   /** Runs after commit, once per changed row. */
   afterCommit?: (changes: MemoryChange[]) => void;
 }
@@ -122,6 +128,7 @@ export class MemoryService {
       requestId: ctx.requestId ?? null,
       createdAt: nowIso(),
     });
+    if (before && after) for (const h of this.hooks) h.onUpdateInTx?.(after.rowId, after.id);
   }
 
   private commit(changes: MemoryChange[]): void {

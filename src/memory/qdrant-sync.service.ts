@@ -35,8 +35,8 @@ export interface BackfillHooks extends Pick<JobHooks, 'progress' | 'checkpoint'>
  */
 export class QdrantSyncService {
   /**
-   * Outbox rows recordDeleteInTx wrote in the transaction that is committing now (each a qdrant-sync
-   * of up to SYNC_CHUNK deleted ids); onChanges, right after that commit, takes them over.
+   * Outbox rows recordSyncInTx wrote in the transaction that is committing now (each a qdrant-sync
+   * of up to SYNC_CHUNK deleted or updated ids); onChanges, right after that commit, takes them over.
    */
   private recorded: { row: RecordedJob; memoryIds: string[] }[] = [];
 
@@ -63,14 +63,16 @@ export class QdrantSyncService {
   }
 
   /**
-   * The memory store's delete hook, inside the delete transaction: records the point's deletion as
-   * a pending outbox row (qdrant-sync of the deleted ids, one row per SYNC_CHUNK ids) that commits
-   * with the delete. Nothing else would bring it back: a job whose process dies between the commit
-   * and the add of its qdrant-sync (summarize, expiry, an api delete) finds the rows gone when it
-   * runs again, and the point would stay in Qdrant for good. onChanges drops the rows once the job
-   * is added; otherwise the relay adds them.
+   * The memory store's delete and update hook, inside the change's transaction: records the point's
+   * sync as a pending outbox row (qdrant-sync of the changed ids, one row per SYNC_CHUNK ids) that
+   * commits with the change. Nothing else would bring it back: a job whose process dies between the
+   * commit and the add of its qdrant-sync (summarize, expiry, an api delete) finds the rows gone when
+   * it runs again, and the point would stay in Qdrant for good; an update's point would keep its old
+   * payload (session, expiry, type: what Qdrant filters on) for good. onChanges drops the rows once
+   * the job is added; otherwise the relay adds them. A new row needs none: its point is written once
+   * its vector is, and the repair sweep re-embeds a row whose embed job was lost.
    */
-  recordDeleteInTx(memoryId: string): void {
+  recordSyncInTx(memoryId: string): void {
     if (!this.d.qdrantSettings.syncing()) return;
     const last = this.recorded[this.recorded.length - 1];
     if (last && last.memoryIds.length < SYNC_CHUNK) {

@@ -21,7 +21,7 @@ const TOPICS = ['cat', 'pizza', 'python', 'snow', 'dog', 'bread'];
  * writes rows that exist). Here the crash point is reached without timing: the worker's Redis adds
  * never happen from the commit on, that worker is stopped, and a fresh one runs the repair sweep.
  */
-describe('a delete reaches Qdrant although the process dies between the commit and the qdrant-sync add', () => {
+describe('a delete or an update reaches Qdrant although the process dies between the commit and the qdrant-sync add', () => {
   let fake: FakeQdrant;
   let t: TestApi;
   let w: RunningWorker;
@@ -112,6 +112,30 @@ describe('a delete reaches Qdrant although the process dies between the commit a
       throw new Error(`${err.message}: ${orphans().length} orphan points, ${recordedRows().length} recorded deletion rows pending`);
     });
     expect(deleted.every((id) => !point(id))).toBe(true);
+  });
+
+  it('an update whose process dies right after its commit: the point gets the new payload (expiry) once the repair sweep relays its sync', async () => {
+    const [id] = await seed('tenant-upd', 1, 1);
+    expect(point(id!)!.payload.expiresAtUnix).toBeNull();
+    const expiresAt = new Date(Math.ceil(Date.now() / 1000) * 1000 + 30 * DAY).toISOString();
+
+    // The api's add of the update's qdrant-sync never completes (the process dies there).
+    const adds = jest.spyOn(t.ctx.queues, 'enqueue').mockImplementation(() => new Promise(() => undefined));
+    try {
+      await request(t.app).put(`/api/memory/${id}`).set(t.auth).send({ expiresAt }).expect(200);
+      await waitUntil(() => adds.mock.calls.some(([name]) => name === 'qdrant-sync'), 10_000, 'the qdrant-sync add after the commit');
+    } finally {
+      adds.mockRestore();
+    }
+    // The sync is on record in SQLite: it committed with the update.
+    expect(recordedRows()).toEqual([[id]]);
+    expect(point(id!)!.payload.expiresAtUnix).toBeNull();
+
+    // A 'schedule' sweep has no coalescing id: the first test's manual sweep may hold this 10 s window's.
+    await t.ctx.queues.enqueue('repair-sweep', { reason: 'schedule' });
+    await waitUntil(() => point(id!)?.payload.expiresAtUnix === Date.parse(expiresAt) / 1000 && recordedRows().length === 0, 20_000, 'the recorded update relayed and the payload rewritten').catch((err: Error) => {
+      throw new Error(`${err.message}: payload expiresAtUnix ${JSON.stringify(point(id!)?.payload.expiresAtUnix)}, ${recordedRows().length} recorded rows pending`);
+    });
   });
 
   it('without a crash the recorded rows go once the job is added; a rolled-back delete records nothing and keeps its point', async () => {
