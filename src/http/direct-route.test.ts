@@ -1,7 +1,8 @@
 import dc from 'node:diagnostics_channel';
 import express, { Router, type ErrorRequestHandler, type Express, type RequestHandler } from 'express';
 import request from 'supertest';
-import { serveDirect } from './direct-route';
+import type { AddressInfo } from 'node:net';
+import { expressServer, serveDirect } from './direct-route';
 
 const PATH = '/v1/chat/completions';
 
@@ -196,6 +197,30 @@ describe('serveDirect', () => {
       expect(walked).toHaveBeenCalledTimes(1);
     } finally {
       dc.unsubscribe('tracing:express.router.request:start', onStart);
+    }
+  });
+
+  it("expressServer makes requests and responses with the app's prototypes, so nobody has to change them", async () => {
+    const app = build(true, { now: 'answer' }, []);
+    const server = expressServer(app);
+    const born: boolean[] = [];
+    server.prependListener('request', (req, res) => born.push(Object.getPrototypeOf(req) === app.request && Object.getPrototypeOf(res) === app.response));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const changed = jest.spyOn(Object, 'setPrototypeOf');
+    try {
+      const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const chatRes = await fetch(`${base}${PATH}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+      expect(chatRes.status).toBe(201);
+      expect(((await chatRes.json()) as { baseUrl: string }).baseUrl).toBe('/v1');
+      const other = await fetch(`${base}/healthz`);
+      expect(await other.json()).toEqual({ ok: true });
+      expect(born).toEqual([true, true]);
+      // express's app.handle still asks (a no-op for the prototype an object already has); serveDirect does not.
+      expect(changed.mock.calls.every(([o, proto]) => Object.getPrototypeOf(o) === proto)).toBe(true);
+    } finally {
+      changed.mockRestore();
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
     }
   });
 });
