@@ -130,7 +130,8 @@ export function createApp(ctx: ApiContext, metrics: Metrics): Express {
     res.setHeader('x-request-id', id);
     const started = process.hrtime.bigint();
     const quiet = req.url === '/healthz' || req.url === '/metrics';
-    res.once('close', () => {
+    // on, not once: 'close' comes once, and once() wraps every listener in another closure.
+    res.on('close', () => {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       const route = (res.locals.routePattern as string | undefined) ?? routePattern(req) ?? 'unmatched';
       if (res.writableFinished) metrics.httpDuration.observe({ method: req.method, route, status: String(res.statusCode) }, seconds);

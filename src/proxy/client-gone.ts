@@ -3,7 +3,7 @@ import { EventEmitter } from 'node:events';
 /** The request and response ClientGone watches (a Node/express pair). */
 interface Watched {
   req: { socket: { destroyed: boolean } };
-  res: { writableFinished: boolean; once(event: 'close', fn: () => void): unknown };
+  res: { writableFinished: boolean; on(event: 'close', fn: () => void): unknown };
 }
 
 /**
@@ -25,7 +25,8 @@ export class ClientGone extends EventEmitter {
     super();
     // It never emits 'error', but an emitter without an error listener must not exist here (STYLE.md 14).
     this.on('error', noop);
-    res.once('close', () => {
+    // 'close' comes once (on, not once: once() wraps the listener in another closure).
+    res.on('close', () => {
       if (!res.writableFinished) this.fire();
     });
     // The client may have left while the body was being parsed, before the listener above existed.
