@@ -252,14 +252,14 @@ export function serveDirect(app: Express, method: string, path: string): Express
  * V8 with objects whose shape changed after construction; setting the prototype it already has costs nothing.
  */
 export function expressServer(app: Express): http.Server {
-  const Incoming = http.IncomingMessage as unknown as (this: IncomingMessage, socket: Socket) => void;
-  const Outgoing = http.ServerResponse as unknown as (this: ServerResponse, req: IncomingMessage, options?: unknown) => void;
-  function AppRequest(this: IncomingMessage, socket: Socket): void {
-    Incoming.call(this, socket);
+  // Reflect.construct with this function as new.target: node's own constructor runs and V8 sizes the object by it (a
+  // plain wrapper that calls it on `this` gave a response too small for its fields, which then went to dictionary mode).
+  function AppRequest(socket: Socket): IncomingMessage {
+    return Reflect.construct(http.IncomingMessage, [socket], AppRequest) as IncomingMessage;
   }
   AppRequest.prototype = app.request;
-  function AppResponse(this: ServerResponse, req: IncomingMessage, options?: unknown): void {
-    Outgoing.call(this, req, options);
+  function AppResponse(req: IncomingMessage, options?: unknown): ServerResponse {
+    return Reflect.construct(http.ServerResponse, [req, options], AppResponse) as ServerResponse;
   }
   AppResponse.prototype = app.response;
   return http.createServer({ IncomingMessage: AppRequest as unknown as typeof IncomingMessage, ServerResponse: AppResponse as unknown as typeof ServerResponse }, app);
