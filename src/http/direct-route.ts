@@ -46,6 +46,7 @@ interface LayerLike {
   match(path: string): false | { params: Record<string, unknown>; path: string; keys: string[] };
 }
 
+const isPrototypeOf = Object.prototype.isPrototypeOf;
 const RouterProto = (express.Router as unknown as { prototype: object }).prototype;
 
 /** Whether a layer's handler is an express Router (its layers are walked) rather than a plain middleware. */
@@ -235,9 +236,9 @@ export function serveDirect(app: Express, method: string, path: string): Express
     const s = res as unknown as Response;
     r.res = s;
     s.req = r;
-    // Already so when the server made them (expressServer): changing an object's prototype is not cheap.
-    if (Object.getPrototypeOf(req) !== app.request) Object.setPrototypeOf(req, app.request);
-    if (Object.getPrototypeOf(res) !== app.response) Object.setPrototypeOf(res, app.response);
+    // Already under them when the server made them (expressServer): changing an object's prototype is not cheap.
+    if (!isPrototypeOf.call(app.request, req)) Object.setPrototypeOf(req, app.request);
+    if (!isPrototypeOf.call(app.response, res)) Object.setPrototypeOf(res, app.response);
     if (!s.locals) s.locals = Object.create(null) as Record<string, unknown>;
     r.baseUrl = '';
     r.originalUrl = r.originalUrl || url;
@@ -247,20 +248,18 @@ export function serveDirect(app: Express, method: string, path: string): Express
 }
 
 /**
- * An http server for `app` whose requests and responses are born with the app's request/response prototypes: express
- * (and serveDirect) re-parent every req and res with Object.setPrototypeOf, which cost ~15 µs per request and leaves
- * V8 with objects whose shape changed after construction; setting the prototype it already has costs nothing.
+ * An http server for `app` whose requests and responses are born under the app's request/response prototypes:
+ * express (and serveDirect) re-parent every req and res with Object.setPrototypeOf otherwise, which cost more than
+ * the call itself (node's own code on those objects ran slower after it). They are instances of subclasses of node's
+ * IncomingMessage/ServerResponse whose prototypes sit on the app's: one shape for every request, sized by node's
+ * constructors. (Reflect.construct with the app's prototype as new.target made a new V8 map per object, ~60 µs each;
+ * a function that called node's constructor on its own `this` made objects too small for their fields.)
+ * serveDirect leaves them as they are; express's app.handle still re-parents those it routes.
  */
 export function expressServer(app: Express): http.Server {
-  // Reflect.construct with this function as new.target: node's own constructor runs and V8 sizes the object by it (a
-  // plain wrapper that calls it on `this` gave a response too small for its fields, which then went to dictionary mode).
-  function AppRequest(socket: Socket): IncomingMessage {
-    return Reflect.construct(http.IncomingMessage, [socket], AppRequest) as IncomingMessage;
-  }
-  AppRequest.prototype = app.request;
-  function AppResponse(req: IncomingMessage, options?: unknown): ServerResponse {
-    return Reflect.construct(http.ServerResponse, [req, options], AppResponse) as ServerResponse;
-  }
-  AppResponse.prototype = app.response;
-  return http.createServer({ IncomingMessage: AppRequest as unknown as typeof IncomingMessage, ServerResponse: AppResponse as unknown as typeof ServerResponse }, app);
+  class AppRequest extends http.IncomingMessage {}
+  Object.setPrototypeOf(AppRequest.prototype, app.request);
+  class AppResponse<R extends IncomingMessage = IncomingMessage> extends http.ServerResponse<R> {}
+  Object.setPrototypeOf(AppResponse.prototype, app.response);
+  return http.createServer({ IncomingMessage: AppRequest, ServerResponse: AppResponse as unknown as typeof ServerResponse }, app);
 }
