@@ -5,8 +5,8 @@ import express, { type Express, type NextFunction, type Request, type Response }
 
 /*
  * One hot route served without walking express's router. Every proxied chat walked the app's whole router (a
- * path match, a prefix trim and a url restore per layer, a params object and closures per router entered): about
- * 70 µs of a chat's ~0.8 ms of api CPU (bench/README.md, proxy-targets). The handlers that run are the app's own:
+ * path match, a prefix trim and a url restore per layer, a params object and closures per router entered): router +
+ * express were ~45 of a chat's ~520 µs of profiled api CPU (bench/README.md, proxy-targets, third pass). The handlers that run are the app's own:
  * the plan below is read from the app's router stack (the layers express would run for this method and path, in
  * its order), so the route stays defined once, in createApp and its routers, and a route added there is picked up.
  */
@@ -51,12 +51,12 @@ const RouterProto = (express.Router as unknown as { prototype: object }).prototy
 
 /** Whether a layer's handler is an express Router (its layers are walked) rather than a plain middleware. */
 function isRouter(fn: unknown): fn is Container & { params: Record<string, unknown> } {
-  return typeof fn === 'function' && Object.prototype.isPrototypeOf.call(RouterProto, fn) && Array.isArray((fn as { stack?: unknown }).stack);
+  return typeof fn === 'function' && isPrototypeOf.call(RouterProto, fn) && Array.isArray((fn as { stack?: unknown }).stack);
 }
 
 /**
- * The handlers express would run for `method` `path` (a literal path, as the client sends it) under `stack`, in its
- * order, or null when one of them is something the plan cannot reproduce (path parameters, a throwing matcher).
+ * Appends to `plan` the handlers express would run for `method` `path` (a literal path, as the client sends it) under
+ * `stack`, in its order; false when one of them is something the plan cannot reproduce (path parameters, a throwing matcher).
  */
 function collect(stack: LayerLike[], method: string, path: string, baseUrl: string, scope: Container[], plan: Plan): boolean {
   plan.read.push({ stack, length: stack.length });
@@ -102,6 +102,7 @@ function collect(stack: LayerLike[], method: string, path: string, baseUrl: stri
   return true;
 }
 
+/** Whether every stack the plan read still has the length it had (a route added or removed since: read it again). */
 function unchanged(plan: Plan): boolean {
   for (const r of plan.read) if (r.stack.length !== r.length) return false;
   return true;
@@ -151,7 +152,8 @@ export function serveDirect(app: Express, method: string, path: string): Express
 
   const currentPlan = (): Plan | null => {
     if (plan && unchanged(plan)) return plan;
-    if (unplannable && plan === null) return null;
+    // An app the plan cannot reproduce stays with express for good.
+    if (unplannable) return null;
     const router = (app as unknown as { router: { stack: LayerLike[] } }).router;
     const fresh: Plan = { steps: [], read: [] };
     plan = collect(router.stack, method, path, '', [], fresh) ? fresh : null;
