@@ -11,6 +11,7 @@ import { rerankerFromEnv } from './memory/rerank';
 import { registerQdrantFallbackMetric } from './memory/qdrant-metrics';
 import { RetrievalService } from './memory/retrieval.service';
 import { createApp } from './http/app';
+import { expressServer } from './http/direct-route';
 import { answerClientErrors } from './http/client-error';
 import { createLogger, type Logger } from './logger';
 import { Metrics } from './metrics';
@@ -89,8 +90,9 @@ export async function startApi(env: Env, log: Logger, opts: { dbFile?: string; e
   watchRedisForRepair(ctx);
 
   const server = await new Promise<Server>((resolve, reject) => {
-    const s = app.listen(env.PORT, env.HOST, () => resolve(s));
+    const s = expressServer(app);
     s.once('error', reject);
+    s.listen(env.PORT, env.HOST, () => resolve(s));
   });
   server.keepAliveTimeout = 65_000;
   // After listen, a server error (e.g. EMFILE on accept) is logged; the process keeps serving.
@@ -102,14 +104,22 @@ export async function startApi(env: Env, log: Logger, opts: { dbFile?: string; e
   // Responses not finished yet: at shutdown, those whose head is unsent are told `connection: close`.
   const open = new Set<ServerResponse>();
   let draining = false;
+  // Shared listeners (`this` is the response): no closures per request.
+  function forget(this: ServerResponse): void {
+    open.delete(this);
+  }
+  // Its keep-alive socket is idle from now on: close it (and any other) rather than wait for the grace timer.
+  const closeIdle = () => server.closeIdleConnections();
+  function finishedWhileDraining(): void {
+    setImmediate(closeIdle);
+  }
   server.prependListener('request', (_req: IncomingMessage, res: ServerResponse) => {
-    if (draining) res.setHeader('connection', 'close');
     open.add(res);
-    res.on('close', () => open.delete(res));
-    res.on('finish', () => {
-      // Its keep-alive socket is idle from now on: close it (and any other) rather than wait for the grace timer.
-      if (draining) setImmediate(() => server.closeIdleConnections());
-    });
+    res.on('close', forget);
+    if (draining) {
+      res.setHeader('connection', 'close');
+      res.on('finish', finishedWhileDraining);
+    }
   });
 
   const shutdown = new Shutdown(log, env.SHUTDOWN_GRACE_MS, opts.exit);
@@ -118,7 +128,10 @@ export async function startApi(env: Env, log: Logger, opts: { dbFile?: string; e
       // Stop intake; in-flight requests finish within the grace period (each one's socket closes as it
       // finishes, so keep-alive clients do not hold the process), then whatever is left is cut.
       draining = true;
-      for (const res of open) if (!res.headersSent) res.setHeader('connection', 'close');
+      for (const res of open) {
+        if (!res.headersSent) res.setHeader('connection', 'close');
+        if (!res.writableFinished) res.on('finish', finishedWhileDraining);
+      }
       const closed = new Promise<void>((r) => server.close(() => r()));
       server.closeIdleConnections();
       const t = setTimeout(() => server.closeAllConnections(), env.SHUTDOWN_GRACE_MS);

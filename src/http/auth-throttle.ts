@@ -42,7 +42,8 @@ const NOT_BLOCKED: ThrottleVerdict = Object.freeze({ blocked: false });
 export class AuthThrottle {
   private readonly limiter: RateLimiterMemory | null;
   private readonly known: LRUCache<string, true>;
-  private readonly salt = crypto.randomBytes(16);
+  /** Per process: a fingerprint is never comparable across restarts or processes. */
+  private readonly salt = crypto.randomBytes(16).toString('hex');
 
   constructor(readonly options: AuthThrottleOptions) {
     this.limiter =
@@ -56,8 +57,13 @@ export class AuthThrottle {
     return this.limiter !== null;
   }
 
+  /**
+   * The salted fingerprint of an (IP, credential) pair: a one-shot hash of salt, IP and credential (no Hash or Hmac
+   * object per request; an HMAC's second keyed pass buys nothing for a key that never leaves this process). The NUL
+   * separates the IP from the credential (an IP holds none).
+   */
   private fingerprint(ip: string, credential: string): string {
-    return crypto.createHmac('sha256', this.salt).update(ip).update('\0').update(credential).digest('hex');
+    return crypto.hash('sha256', `${this.salt}${ip}\0${credential}`, 'base64');
   }
 
   /**

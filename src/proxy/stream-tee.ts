@@ -147,6 +147,11 @@ function afterLastLineBreak(buf: Buffer): number {
   return 0;
 }
 
+/** What a relay checks between chunks: the client went away (a ClientGone, or any AbortSignal). */
+export interface GoneFlag {
+  readonly aborted: boolean;
+}
+
 /** What relaySse feeds every relayed piece to (the SseDeltaCollector, or nothing when no extraction follows). */
 export interface SseSink {
   push(chunk: Buffer): void;
@@ -157,7 +162,7 @@ export interface SseSink {
 export const IGNORE_SSE: SseSink = { push: () => undefined, end: () => undefined };
 
 /** Relays an SSE body to the client chunk by chunk as it arrives while feeding the collector, ending the stream with an error event if the upstream breaks (the caller ends it on `complete`). */
-export async function relaySse(source: AsyncIterable<Buffer>, sink: RelaySink, collector: SseSink, signal: AbortSignal): Promise<RelayEnd> {
+export async function relaySse(source: AsyncIterable<Buffer>, sink: RelaySink, collector: SseSink, signal: GoneFlag): Promise<RelayEnd> {
   // Output is cut at line boundaries (a partial line waits for the rest of itself), so a client
   // never holds half an event when the upstream breaks and the error event stands on its own.
   let held: Buffer = EMPTY;
@@ -201,7 +206,7 @@ export async function relaySse(source: AsyncIterable<Buffer>, sink: RelaySink, c
 export async function relayBody(
   source: AsyncIterable<Buffer>,
   sink: RelaySink,
-  signal: AbortSignal,
+  signal: GoneFlag,
   keepBytes: number,
 ): Promise<{ end: RelayEnd; kept: Buffer | null; tail?: Buffer; error?: unknown }> {
   const kept: Buffer[] = [];

@@ -1,3 +1,4 @@
+import type { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
 import { Pool } from 'undici';
 import type { Env } from '../config/env';
@@ -9,6 +10,12 @@ export interface UpstreamResponse {
   headers: IncomingHttpHeaders;
   body: AsyncIterable<Buffer> & { destroy(err?: Error): unknown };
 }
+
+/**
+ * What cuts an upstream call: an AbortSignal, or an EventEmitter with `aborted` that emits `abort` (undici takes
+ * both; the proxy passes its ClientGone, so a chat without memory makes no AbortController).
+ */
+export type UpstreamSignal = AbortSignal | (EventEmitter & { readonly aborted: boolean });
 
 type UpstreamEnv = Pick<Env, 'UPSTREAM_BASE_URL' | 'UPSTREAM_API_KEY' | 'UPSTREAM_TIMEOUT_MS'>;
 
@@ -79,21 +86,21 @@ export class UpstreamClient {
   }
 
   /** Sends a chat request (a JSON value, or JSON text already encoded as UTF-8 bytes, sent as is); resolves when the upstream's status and headers arrive. */
-  chatCompletions(body: unknown, opts: { signal: AbortSignal; stream: boolean }): Promise<UpstreamResponse> {
+  chatCompletions(body: unknown, opts: { signal: UpstreamSignal; stream: boolean }): Promise<UpstreamResponse> {
     return this.call('POST', '/chat/completions', opts.signal, Buffer.isBuffer(body) ? body : JSON.stringify(body), opts.stream ? this.headers.sse : this.headers.json);
   }
 
   /** Lists the upstream's models; resolves when the status and headers arrive. */
-  models(opts: { signal: AbortSignal }): Promise<UpstreamResponse> {
+  models(opts: { signal: UpstreamSignal }): Promise<UpstreamResponse> {
     return this.call('GET', '/models', opts.signal, undefined, this.headers.get);
   }
 
   /** One model of the upstream (`GET /models/:id`); resolves when the status and headers arrive. */
-  model(id: string, opts: { signal: AbortSignal }): Promise<UpstreamResponse> {
+  model(id: string, opts: { signal: UpstreamSignal }): Promise<UpstreamResponse> {
     return this.call('GET', `/models/${encodeURIComponent(id)}`, opts.signal, undefined, this.headers.get);
   }
 
-  private async call(method: 'GET' | 'POST', path: string, signal: AbortSignal, body: string | Buffer | undefined, headers: Record<string, string>): Promise<UpstreamResponse> {
+  private async call(method: 'GET' | 'POST', path: string, signal: UpstreamSignal, body: string | Buffer | undefined, headers: Record<string, string>): Promise<UpstreamResponse> {
     const r = await this.pool.request({
       path: `${this.basePath}${path}`,
       method,

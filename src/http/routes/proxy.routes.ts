@@ -8,22 +8,12 @@ import { lastUserText, responseText } from '../../memory/chat-text';
 import type { ChatRequest } from '../../memory/injection';
 import { applyMemory, enqueueExtraction, extractionPayload, memoryPlan, setMemoryHeaders } from '../../proxy/memory-phase';
 import { chatCompletionBody, modelParams, observeBody } from './proxy.schema';
+import { ClientGone } from '../../proxy/client-gone';
 import { IGNORE_SSE, relayBody, relaySse, SseDeltaCollector } from '../../proxy/stream-tee';
 import { isEventStream, passThroughHeaders, upstreamErrorCode, upstreamFailure, UpstreamClient, type UpstreamResponse } from '../../proxy/upstream';
 
 /** A non-streaming reply larger than this is relayed but not parsed for extraction. */
 const MAX_PARSED_REPLY_BYTES = 8 * 1_048_576;
-
-/** An AbortController that fires when the client goes away before the response is finished. */
-function abortOnClientClose(req: Request, res: Response): AbortController {
-  const ac = new AbortController();
-  res.on('close', () => {
-    if (!res.writableFinished) ac.abort();
-  });
-  // The client may have left while the body was being parsed, before this listener existed.
-  if (req.socket.destroyed) ac.abort();
-  return ac;
-}
 
 function writeUpstreamHead(res: Response, up: UpstreamResponse, sse: boolean): void {
   res.status(up.status);
@@ -50,7 +40,7 @@ function failedBody(ctx: ApiContext, res: Response, up: UpstreamResponse, error:
 }
 
 /** Calls the upstream, mapping a failure to 502/504 unless the client is already gone (then null). */
-async function callUpstream(ctx: ApiContext, res: Response, signal: AbortSignal, call: () => Promise<UpstreamResponse>): Promise<UpstreamResponse | null> {
+async function callUpstream(ctx: ApiContext, res: Response, signal: ClientGone, call: () => Promise<UpstreamResponse>): Promise<UpstreamResponse | null> {
   try {
     return await call();
   } catch (err) {
@@ -82,18 +72,19 @@ export function proxyRoutes(ctx: ApiContext): Router {
       // A fresh id per chat request: a client-chosen x-request-id must not collide extraction job ids.
       const chatId = crypto.randomUUID();
       const original = req.body as ChatRequest;
-      const ac = abortOnClientClose(req, res);
+      const gone = new ClientGone({ req, res });
       const plan = memoryPlan(ctx.settings.memory(), req.headers);
+      // Only retrieval needs a real AbortSignal (memory off: none is made).
       const { body, outcome } = await applyMemory(
         { retrieval: ctx.retrieval, log: ctx.log },
-        { apiKeyId, body: original, plan, requestId: chatId, logRequestId, signal: ac.signal },
+        { apiKeyId, body: original, plan, requestId: chatId, logRequestId, signal: plan.on ? gone.signal : undefined },
       );
       setMemoryHeaders(res, outcome);
-      if (ac.signal.aborted) return;
+      if (gone.aborted) return;
 
       // Unchanged (memory off, opted out, nothing to inject, degraded): the client's own bytes go upstream, not a re-serialisation.
       const raw = body === original ? rawJsonBody(req) : null;
-      const up = await callUpstream(ctx, res, ac.signal, () => upstream.chatCompletions(raw ?? body, { signal: ac.signal, stream: original.stream === true }));
+      const up = await callUpstream(ctx, res, gone, () => upstream.chatCompletions(raw ?? body, { signal: gone, stream: original.stream === true }));
       if (!up) return;
       const ok = up.status >= 200 && up.status < 300;
       const sse = isEventStream(up.headers);
@@ -103,7 +94,7 @@ export function proxyRoutes(ctx: ApiContext): Router {
       if (sse) {
         // Memory off: nothing is extracted, so the events are relayed without being parsed.
         const collector = plan.on ? new SseDeltaCollector() : null;
-        const end = await relaySse(up.body, res, collector ?? IGNORE_SSE, ac.signal);
+        const end = await relaySse(up.body, res, collector ?? IGNORE_SSE, gone);
         if (end === 'upstream-failed') ctx.log.warn({ requestId: logRequestId }, 'upstream stream ended unexpectedly');
         if (end !== 'complete') return;
         res.end();
@@ -112,7 +103,7 @@ export function proxyRoutes(ctx: ApiContext): Router {
         assistantText = collector.text();
       } else {
         // Memory off: nothing is extracted, so the reply is relayed without a copy kept or parsed.
-        const { end, kept, tail, error } = await relayBody(up.body, res, ac.signal, plan.on ? MAX_PARSED_REPLY_BYTES : 0);
+        const { end, kept, tail, error } = await relayBody(up.body, res, gone, plan.on ? MAX_PARSED_REPLY_BYTES : 0);
         if (end === 'upstream-failed') failedBody(ctx, res, up, error);
         if (end !== 'complete') return;
         res.end(tail);
@@ -127,12 +118,12 @@ export function proxyRoutes(ctx: ApiContext): Router {
   );
 
   /** Relays a GET to the upstream as it answers (status, headers and body unchanged). */
-  const relayGet = async (req: Request, res: Response, call: (signal: AbortSignal) => Promise<UpstreamResponse>) => {
-    const ac = abortOnClientClose(req, res);
-    const up = await callUpstream(ctx, res, ac.signal, () => call(ac.signal));
+  const relayGet = async (req: Request, res: Response, call: (signal: ClientGone) => Promise<UpstreamResponse>) => {
+    const gone = new ClientGone({ req, res });
+    const up = await callUpstream(ctx, res, gone, () => call(gone));
     if (!up) return;
     writeUpstreamHead(res, up, false);
-    const { end, tail, error } = await relayBody(up.body, res, ac.signal, 0);
+    const { end, tail, error } = await relayBody(up.body, res, gone, 0);
     if (end === 'upstream-failed') failedBody(ctx, res, up, error);
     if (end === 'complete') res.end(tail);
   };
