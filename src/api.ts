@@ -81,6 +81,18 @@ export function watchRedisForRepair(ctx: ApiContext): void {
   });
 }
 
+/** What buildApiContext opened, in the order a shutdown closes it (after the http server). */
+function contextSteps(ctx: ApiContext): Array<[string, () => Promise<void> | void]> {
+  return [
+    ['job-events', () => ctx.jobEvents.close()],
+    ['embedding', () => ctx.embedding.close()],
+    ['retrieval', async () => ctx.retrieval.close?.()],
+    ['backends', () => ctx.backends.shutdown()],
+    ['queues', () => ctx.queues.close()],
+    ['sqlite', () => ctx.db.close()],
+  ];
+}
+
 /** Starts the api: env → db → queues → app → listen, with an ordered shutdown. */
 export async function startApi(env: Env, log: Logger, opts: { dbFile?: string; exit?: (code: number) => void } = {}): Promise<RunningApi> {
   const ctx = buildApiContext(env, log, opts);
@@ -89,11 +101,21 @@ export async function startApi(env: Env, log: Logger, opts: { dbFile?: string; e
   const app = createApp(ctx, metrics);
   watchRedisForRepair(ctx);
 
-  const server = await new Promise<Server>((resolve, reject) => {
-    const s = expressServer(app);
-    s.once('error', reject);
-    s.listen(env.PORT, env.HOST, () => resolve(s));
-  });
+  let server: Server;
+  try {
+    server = await new Promise<Server>((resolve, reject) => {
+      const s = expressServer(app);
+      s.once('error', reject);
+      s.listen(env.PORT, env.HOST, () => resolve(s));
+    });
+  } catch (err) {
+    // The port is taken (EADDRINUSE) or not ours to bind: close what the context opened, then fail, so a
+    // caller that handles the error is not left holding SQLite and Redis connections.
+    const undo = new Shutdown(log, env.SHUTDOWN_GRACE_MS, opts.exit);
+    for (const [name, run] of contextSteps(ctx)) undo.add(name, run);
+    await undo.run('listen failed');
+    throw err;
+  }
   server.keepAliveTimeout = 65_000;
   // After listen, a server error (e.g. EMFILE on accept) is logged; the process keeps serving.
   server.on('error', (err: NodeJS.ErrnoException) => log.error({ err: { name: err.name, code: err.code, message: err.message } }, 'http server error'));
@@ -138,13 +160,8 @@ export async function startApi(env: Env, log: Logger, opts: { dbFile?: string; e
       t.unref();
       await closed;
       clearTimeout(t);
-    })
-    .add('job-events', () => ctx.jobEvents.close())
-    .add('embedding', () => ctx.embedding.close())
-    .add('retrieval', async () => ctx.retrieval.close?.())
-    .add('backends', () => ctx.backends.shutdown())
-    .add('queues', () => ctx.queues.close())
-    .add('sqlite', () => ctx.db.close());
+    });
+  for (const [name, run] of contextSteps(ctx)) shutdown.add(name, run);
 
   log.info({ url: `http://${env.HOST}:${port}`, dataDir: env.DATA_DIR, vector: ctx.db.vecLoaded ? 'sqlite-vec' : 'off' }, 'engram api listening');
   return { ctx, metrics, server, port, shutdown, stop: () => shutdown.run('stop') };

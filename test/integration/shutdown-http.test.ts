@@ -1,4 +1,5 @@
 import http from 'node:http';
+import net from 'node:net';
 import { startApi, type RunningApi } from '../../src/api';
 import { silentLog, testEnv } from '../helpers/env';
 import { startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream';
@@ -62,6 +63,28 @@ describe('api shutdown with keep-alive clients (P6)', () => {
       api = null;
     } finally {
       agent.destroy();
+    }
+  });
+});
+
+describe('api start on a port that is taken', () => {
+  it('rejects with EADDRINUSE (instead of resolving with a server that never listened) and closes what it opened', async () => {
+    const squatter = net.createServer();
+    await new Promise<void>((r) => squatter.listen(0, '127.0.0.1', r));
+    const port = (squatter.address() as net.AddressInfo).port;
+    const exit = jest.fn();
+    const sockets = () => process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap').length;
+    await new Promise((r) => setTimeout(r, 300));
+    const before = sockets();
+    try {
+      await expect(startApi(testEnv({ PORT: String(port), HOST: '127.0.0.1' }), silentLog(), { exit })).rejects.toMatchObject({ code: 'EADDRINUSE' });
+      expect(exit).not.toHaveBeenCalled();
+      // Its Redis connections are closed: once a started connection would have opened, no socket is left
+      // beyond those open before (without the close, its ioredis connection stays and keeps jest alive).
+      await new Promise((r) => setTimeout(r, 500));
+      expect(sockets()).toBeLessThanOrEqual(before);
+    } finally {
+      await new Promise<void>((r) => squatter.close(() => r()));
     }
   });
 });
