@@ -364,20 +364,23 @@ export class RetrievalService implements Retriever {
    */
   private rowsOf(apiKeyId: string, hits: readonly { rowId: number; bm25: number }[]): { record: CachedRecord; bm25: number }[] {
     if (!this.records.enabled) return this.repo.byRowIds(hits);
-    const found = new Map<number, CachedRecord>();
+    const out: { record: CachedRecord; bm25: number }[] = [];
     const missing: number[] = [];
     for (const h of hits) {
-      const r = this.records.byRowId(apiKeyId, h.rowId);
-      if (r) found.set(h.rowId, r);
+      const record = this.records.byRowId(apiKeyId, h.rowId);
+      if (record) out.push({ record, bm25: h.bm25 });
       else missing.push(h.rowId);
     }
+    // The usual case once a key is warm: every row held, already in rank order.
+    if (missing.length === 0) return out;
+    const found = new Map<number, CachedRecord>(out.map((c) => [c.record.rowId, c.record]));
     for (const { record, metadataChars } of this.repo.rowsByRowIds(missing)) {
       // The index is the key's own, so a row of another key is one that moved since: never served.
       if (record.apiKeyId !== apiKeyId) continue;
       found.set(record.rowId, record);
       this.records.put(apiKeyId, record, metadataChars);
     }
-    const out: { record: CachedRecord; bm25: number }[] = [];
+    out.length = 0;
     for (const h of hits) {
       const record = found.get(h.rowId);
       if (record) out.push({ record, bm25: h.bm25 });
