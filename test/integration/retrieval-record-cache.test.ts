@@ -20,8 +20,8 @@ const SIGNATURE = `fake:fake-model:${DIM}`;
 /** One direction for every text: each embedded row is a vector hit of every query. */
 const unit = () => new Float32Array([1, 0, 0, 0]);
 
-function setup() {
-  const s = tempStorage(testEnv({ MEMORY_RECORD_CACHE_MB: '32' }));
+function setup(cacheMb = '32') {
+  const s = tempStorage(testEnv({ MEMORY_RECORD_CACHE_MB: cacheMb }));
   // The worker process: its own connection to the same file.
   const w = openStorage(s.env, silentLog());
   const embedding = {
@@ -164,6 +164,21 @@ describe('retrieval record cache', () => {
       expect((await t.retrieve('A', 'green tea', 'hybrid')).map((i) => i.memory.id)).not.toContain(a.id);
       const movedToB = await t.retrieve('B', 'green tea', 'hybrid');
       expect(movedToB.every((i) => i.memory.apiKeyId === 'B')).toBe(true);
+    } finally {
+      t.close();
+    }
+  });
+
+  it('MEMORY_RECORD_CACHE_MB=0: rows are read from SQLite every time, with their current access counts, and nothing is held', async () => {
+    const t = setup('0');
+    try {
+      const tea = t.add('A', 'tea', 'the user likes green tea');
+      expect(t.retrieval.records.enabled).toBe(false);
+      await t.retrieve('A', 'green tea');
+      t.w.memory.update(tea.id, { content: 'the user likes green tea with lemon' }, worker);
+      t.w.memory.recordAccess([tea.id], new Date().toISOString());
+      expect(byKey(await t.retrieve('A', 'green tea')).get('tea')).toMatchObject({ content: 'the user likes green tea with lemon', accessCount: 1 });
+      expect(t.retrieval.records.size).toBe(0);
     } finally {
       t.close();
     }
