@@ -1,7 +1,7 @@
 import type { Env } from '../config/env';
 import type { Db } from '../db/connection';
 import { AccessRecorder } from './access-recorder';
-import { RetrievalRepository, type CandidateFilter, type FtsCandidate } from './retrieval.repository';
+import { RetrievalRepository, type CandidateFilter } from './retrieval.repository';
 import { KeywordIndexCache, type TenantKeywordIndex } from './keyword-index';
 import { KeywordIndexRepository } from './keyword-index.repository';
 import type { EmbeddingService } from '../embedding/embedding.service';
