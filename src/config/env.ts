@@ -128,6 +128,12 @@ export const envSchema = z.object({
    * ranked by its own statistics (its index is then the only one held).
    */
   MEMORY_KEYWORD_INDEX_CACHE_MB: int(128, 1, 1_048_576),
+  /**
+   * Bytes of the per-key memory rows the api keeps beside the keyword indexes (src/memory/record-cache.ts),
+   * so a chat's ranked rows are not read from SQLite each time; invalidated from the same change log.
+   * Least recently used keys dropped first. 0 = rows always read from SQLite.
+   */
+  MEMORY_RECORD_CACHE_MB: int(32, 0, 1_048_576),
   MEMORY_VEC_TOP_K: int(20, 1, 1000),
   MEMORY_RRF_K: int(60, 1, 10_000),
   MEMORY_RRF_FTS_WEIGHT: z.coerce.number().min(0).max(100).default(1),

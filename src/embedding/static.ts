@@ -255,6 +255,8 @@ export class StaticModel {
 
 /** In-flight and finished loads by folder: one download and one parse per process. */
 const loads = new Map<string, Promise<StaticModel>>();
+/** The models whose load finished, by folder (the embed path uses them without a promise or an abort listener). */
+const loaded = new Map<string, StaticModel>();
 
 /** Loads (downloading first when it is a hub repo) the static model; concurrent callers share one promise, a failure is forgotten. */
 export function loadStaticModel(env: StaticEnv, policy: OutboundPolicy = operatorPolicy()): Promise<StaticModel> {
@@ -277,9 +279,14 @@ export function loadStaticModel(env: StaticEnv, policy: OutboundPolicy = operato
       return StaticModel.fromFolder(loc.folder);
     })();
     loads.set(key, p);
-    p.catch(() => {
-      if (loads.get(key) === p) loads.delete(key);
-    });
+    p.then(
+      (model) => {
+        if (loads.get(key) === p) loaded.set(key, model);
+      },
+      () => {
+        if (loads.get(key) === p) loads.delete(key);
+      },
+    );
   }
   return p;
 }
@@ -287,7 +294,9 @@ export function loadStaticModel(env: StaticEnv, policy: OutboundPolicy = operato
 /** Forgets loaded models (tests, and operators swapping a folder in place). */
 export function forgetStaticModels(): void {
   loads.clear();
+  loaded.clear();
 }
+
 
 function abortable<T>(p: Promise<T>, signal?: AbortSignal): Promise<T> {
   if (!signal) return p;
@@ -304,6 +313,8 @@ export class StaticEmbedder implements Embedder {
   readonly source = 'static' as const;
   readonly model: string;
   readonly identity: string;
+  /** Where the model is (or will be) loaded from; null when the setting names neither a folder nor a hub repo. */
+  private readonly folder: string | null;
 
   constructor(
     private readonly env: StaticEnv,
@@ -312,9 +323,13 @@ export class StaticEmbedder implements Embedder {
     this.model = env.MEMORY_STATIC_MODEL;
     const loc = staticModelLocation(env);
     this.identity = loc.kind === 'local' ? loc.folder : this.model;
+    this.folder = loc.kind === 'invalid' ? null : loc.folder;
   }
 
   async embed(texts: string[], signal?: AbortSignal): Promise<Float32Array[]> {
+    // Once loaded (every query after the first), no promise race and no abort listener per query.
+    const ready = this.folder === null ? undefined : loaded.get(this.folder);
+    if (ready) return texts.map((t) => ready.embed(t));
     let model: StaticModel;
     try {
       // A caller giving up does not cancel the shared load: the next caller reuses it.

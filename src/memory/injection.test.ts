@@ -408,3 +408,12 @@ describe('sessionIdFromHeaders', () => {
     expect(sessionIdFromHeaders({ 'x-session-id': 's'.repeat(256) })).toBe('s'.repeat(256));
   });
 });
+
+describe('formatMemoryContext with distinctContent (retrieval already removed repeats)', () => {
+  it('keeps every non-blank text as given, trimmed, without the duplicate check', () => {
+    const texts = [{ content: 'likes tea' }, { content: '  ' }, { content: ' Prefers Go ' }];
+    expect(formatMemoryContext(texts, { distinctContent: true })).toBe('Memory context: likes tea\nPrefers Go');
+    // The same list without the flag gives the same block: the flag only skips work.
+    expect(formatMemoryContext(texts)).toBe(formatMemoryContext(texts, { distinctContent: true }));
+  });
+});

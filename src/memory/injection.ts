@@ -33,16 +33,22 @@ export interface InjectOptions {
   cacheSafe?: boolean;
   /** Force (or disable) the system-must-be-first merge; defaults to detection from provider/model. */
   systemMessageMustBeFirst?: boolean;
+  /** The memories' contents are already distinct (retrieval's `distinctContent`): the duplicate check is skipped. */
+  distinctContent?: boolean;
 }
 
 /** The compatible injection format: "Memory context: " + trimmed contents joined by "\n", blanks and repeats (case and whitespace aside) skipped; "" when nothing is left. */
-export function formatMemoryContext(memories: readonly InjectableMemory[] | null | undefined): string {
+export function formatMemoryContext(memories: readonly InjectableMemory[] | null | undefined, opts: { distinctContent?: boolean } = {}): string {
   if (!Array.isArray(memories)) return '';
   const lines: string[] = [];
   const seen = new Set<string>();
   for (const m of memories) {
     const c = m && typeof m.content === 'string' ? m.content.trim() : '';
     if (!c) continue;
+    if (opts.distinctContent) {
+      lines.push(c);
+      continue;
+    }
     // A repeated text adds tokens, not information (114 memories once injected 58 distinct texts); the first, best-ranked, stays.
     const norm = duplicateKey(m.content as string);
     if (seen.has(norm)) continue;
@@ -127,7 +133,7 @@ export function injectMemory<T extends ChatRequest>(
   opts: InjectOptions = {},
 ): T {
   if (!request || typeof request !== 'object' || !Array.isArray(request.messages)) return request;
-  const text = formatMemoryContext(memories);
+  const text = formatMemoryContext(memories, { distinctContent: opts.distinctContent });
   if (!text) return request;
 
   const messages = request.messages;

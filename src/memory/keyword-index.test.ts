@@ -264,3 +264,64 @@ describe('KeywordIndexCache: large catch-ups and the schema it relies on', () =>
     }
   });
 });
+
+describe('KeywordIndexCache: the listener a record cache hangs on, and the catch-up it skips', () => {
+  it('reports the row ids each catch-up applied, and a reset whenever a copy is installed fresh or dropped', async () => {
+    const s = tempStorage();
+    const other = new Database(s.db.file);
+    try {
+      s.memory.upsertMany(Array.from({ length: 5 }, (_, i) => memoryInput({ apiKeyId: 'A', content: `gecko ${i}` })), { source: 'api' });
+      s.memory.upsertMany([memoryInput({ apiKeyId: 'B', content: 'gecko b' })], { source: 'api' });
+      const events: string[] = [];
+      const cache = new KeywordIndexCache(new KeywordIndexRepository(s.db.db), 64 * 1_048_576, {
+        changed: (key, rowIds) => events.push(`changed ${key} ${rowIds.join(',')}`),
+        reset: (key) => events.push(`reset ${key}`),
+      });
+      await cache.warm('A');
+      cache.index('A');
+      expect(events).toEqual(['reset A']);
+      const row = (other.prepare("SELECT memory_id AS r FROM memories WHERE api_key_id = 'A' ORDER BY memory_id LIMIT 1").get() as { r: number }).r;
+      other.prepare("UPDATE memories SET type = 'procedural', updated_at = ? WHERE memory_id = ?").run(new Date().toISOString(), row);
+      other.prepare("UPDATE memories SET content = 'gecko b2' WHERE api_key_id = 'B'").run();
+      cache.index('A');
+      // B's write moved the head but is none of A's rows.
+      expect(events).toEqual(['reset A', `changed A ${row}`]);
+      // The log went back (a restored file): the copy is reloaded, and the listener told.
+      other.prepare('DELETE FROM memory_kw_log').run();
+      other.prepare("DELETE FROM sqlite_sequence WHERE name = 'memory_kw_log'").run();
+      other.prepare("INSERT INTO memories (id, api_key_id, type, content, metadata, created_at, updated_at, content_hash, needs_reindex) VALUES ('x1', 'A', 'factual', 'gecko x', '{}', '2026-01-01', '2026-01-01', 'h', 1)").run();
+      events.length = 0;
+      cache.index('A');
+      expect(events).toEqual(['reset A', 'reset A']);
+      events.length = 0;
+      cache.clear();
+      expect(events).toEqual(['reset A']);
+    } finally {
+      other.close();
+      s.close();
+    }
+  });
+
+  it('reads no change log when its head has not moved since the copy caught up', async () => {
+    const s = tempStorage();
+    try {
+      s.memory.upsertMany(Array.from({ length: 5 }, (_, i) => memoryInput({ apiKeyId: 'A', content: `gecko ${i}` })), { source: 'api' });
+      const repo = new KeywordIndexRepository(s.db.db);
+      const cache = new KeywordIndexCache(repo, 64 * 1_048_576);
+      await cache.warm('A');
+      const idx = cache.index('A');
+      const logSince = jest.spyOn(repo, 'logSince');
+      const pending = jest.spyOn(repo, 'pendingAtMost');
+      await cache.warm('A');
+      expect(cache.index('A')).toBe(idx);
+      expect(logSince).not.toHaveBeenCalled();
+      expect(pending).not.toHaveBeenCalled();
+      s.memory.upsertMany([memoryInput({ apiKeyId: 'A', content: 'gecko new' })], { source: 'api' });
+      await cache.warm('A');
+      expect(cache.index('A').search(['gecko'], open, 10)).toHaveLength(6);
+      expect(logSince).toHaveBeenCalledTimes(1);
+    } finally {
+      s.close();
+    }
+  });
+});

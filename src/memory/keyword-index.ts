@@ -310,6 +310,16 @@ interface TenantCopy {
 /** Rows a background load reads and indexes between two turns of the event loop (~10–20 ms of work). */
 const LOAD_SLICE_ROWS = 2000;
 
+/**
+ * Told what a key's copy applied, so a cache kept beside it (record-cache.ts) stays exactly as
+ * current: `changed` with the row ids of the log entries a catch-up applied, `reset` when the
+ * key's copy is installed fresh or dropped (changes may have been missed).
+ */
+export interface KeywordIndexListener {
+  changed(apiKeyId: string, rowIds: readonly number[]): void;
+  reset(apiKeyId: string): void;
+}
+
 /** Per-key copies of the keyword index, kept current from memory_kw_log, within a byte budget (least recently used dropped first). */
 export class KeywordIndexCache {
   private readonly copies = new Map<string, TenantCopy>();
@@ -318,6 +328,7 @@ export class KeywordIndexCache {
   constructor(
     private readonly repo: KeywordIndexRepository,
     private readonly budgetBytes: number,
+    private readonly listener?: KeywordIndexListener,
   ) {}
 
   get tenants(): number {
@@ -333,8 +344,20 @@ export class KeywordIndexCache {
   /** The key's index, current as of now. */
   index(apiKeyId: string): TenantKeywordIndex {
     let copy = this.copies.get(apiKeyId);
+    if (copy) {
+      // Nothing logged since the copy's catch-up (the head is the whole log's): no log read at all.
+      const head = this.repo.logHead();
+      if (head === copy.seq) {
+        this.copies.delete(apiKeyId); // re-inserted: Map order is the LRU order
+        this.copies.set(apiKeyId, copy);
+        return copy.index;
+      }
+    }
     const changes = copy ? this.repo.logSince(apiKeyId, copy.seq) : null;
-    if (copy && changes!.pruned) copy = undefined; // entries it has not seen were pruned: reload
+    if (copy && changes!.pruned) {
+      copy = undefined; // entries it has not seen were pruned: reload
+      this.drop(apiKeyId);
+    }
     if (copy) {
       this.copies.delete(apiKeyId); // re-inserted below: Map order is the LRU order
       for (const rowId of changes!.rowIds) {
@@ -343,6 +366,7 @@ export class KeywordIndexCache {
         else copy.index.remove(rowId);
       }
       copy.seq = changes!.head;
+      if (changes!.rowIds.length) this.listener?.changed(apiKeyId, changes!.rowIds);
     } else {
       // The head is read in the same snapshot as the rows: later writes are in the log after it.
       copy = this.repo.snapshot(apiKeyId, (head, rows) => {
@@ -350,10 +374,19 @@ export class KeywordIndexCache {
         for (const r of rows) index.put(r);
         return { index, seq: head };
       });
+      this.listener?.reset(apiKeyId);
     }
     this.copies.set(apiKeyId, copy);
     this.evict(apiKeyId);
     return copy.index;
+  }
+
+  /**
+   * The key's index as last caught up, without reading the log (null when not held): for the
+   * rest of a retrieval after its one index() call, with no await between them.
+   */
+  held(apiKeyId: string): TenantKeywordIndex | null {
+    return this.copies.get(apiKeyId)?.index ?? null;
   }
 
   /** Whether the key's copy is held (a retrieval re-warms after its awaits: another key's load may have evicted it). */
@@ -362,7 +395,7 @@ export class KeywordIndexCache {
   }
 
   clear(): void {
-    this.copies.clear();
+    for (const key of [...this.copies.keys()]) this.drop(key);
   }
 
   /**
@@ -374,10 +407,12 @@ export class KeywordIndexCache {
    */
   warm(apiKeyId: string): Promise<void> {
     const held = this.copies.get(apiKeyId);
+    // The usual case, a held copy and nothing logged since: one read of the head.
+    if (held && this.repo.logHead() === held.seq) return Promise.resolve();
     // Catching up reads one row per changed id on the event loop: past a slice's worth (a worker importing
     // into the key), reloading in slices is the cheaper and non-blocking way.
     if (held && held.seq >= this.repo.prunedBelow() && this.repo.pendingAtMost(apiKeyId, held.seq, LOAD_SLICE_ROWS) < LOAD_SLICE_ROWS) return Promise.resolve();
-    if (held) this.copies.delete(apiKeyId); // missed pruned entries or too many changes: reloaded in slices, not synchronously by index()
+    if (held) this.drop(apiKeyId); // missed pruned entries or too many changes: reloaded in slices, not synchronously by index()
     let p = this.loading.get(apiKeyId);
     if (!p) {
       p = this.loadInSlices(apiKeyId).finally(() => this.loading.delete(apiKeyId));
@@ -396,8 +431,17 @@ export class KeywordIndexCache {
       after = rows[rows.length - 1]!.rowId;
       await new Promise<void>((resolve) => setImmediate(resolve));
     }
-    if (!this.copies.has(apiKeyId)) this.copies.set(apiKeyId, { index, seq });
+    if (!this.copies.has(apiKeyId)) {
+      this.copies.set(apiKeyId, { index, seq });
+      this.listener?.reset(apiKeyId);
+    }
     this.evict(apiKeyId);
+  }
+
+  /** Forgets the key's copy (and tells the listener). */
+  private drop(apiKeyId: string): void {
+    this.copies.delete(apiKeyId);
+    this.listener?.reset(apiKeyId);
   }
 
   private evict(keep: string): void {
@@ -408,7 +452,7 @@ export class KeywordIndexCache {
       if (held <= this.budgetBytes) break;
       if (key === keep) continue;
       held -= c.index.bytes;
-      this.copies.delete(key);
+      this.drop(key);
     }
   }
 }

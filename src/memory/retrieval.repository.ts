@@ -165,6 +165,29 @@ export class RetrievalRepository {
     return picked.map((i) => hits[i]!);
   }
 
+  /** Whole rows by internal row id, in no particular order (gone ones dropped), each with its stored metadata's length. */
+  rowsByRowIds(rowIds: readonly number[]): { record: MemoryRecord; metadataChars: number }[] {
+    if (rowIds.length === 0) return [];
+    const rows = this.stmt('SELECT m.* FROM json_each(?) AS j CROSS JOIN memories m ON m.memory_id = j.value').all(JSON.stringify(rowIds)) as Parameters<typeof rowToRecord>[0][];
+    return rows.map((r) => ({ record: rowToRecord(r), metadataChars: r.metadata?.length ?? 0 }));
+  }
+
+  /** Whole rows by public id, in no particular order (missing ids dropped), each with its stored metadata's length. */
+  rowsByIds(ids: readonly string[]): { record: MemoryRecord; metadataChars: number }[] {
+    if (ids.length === 0) return [];
+    const rows = this.stmt('SELECT m.* FROM json_each(?) AS j CROSS JOIN memories m ON m.id = j.value').all(JSON.stringify(ids)) as Parameters<typeof rowToRecord>[0][];
+    return rows.map((r) => ({ record: rowToRecord(r), metadataChars: r.metadata?.length ?? 0 }));
+  }
+
+  /** The current access count and last access of the rows by public id (these change without a memory_kw_log entry). */
+  accessOf(ids: readonly string[]): Map<string, { accessCount: number; lastAccessedAt: string | null }> {
+    if (ids.length === 0) return new Map();
+    const rows = this.stmt(
+      'SELECT m.id AS id, m.access_count AS accessCount, m.last_accessed_at AS lastAccessedAt FROM json_each(?) AS j CROSS JOIN memories m ON m.id = j.value',
+    ).all(JSON.stringify(ids)) as { id: string; accessCount: number; lastAccessedAt: string | null }[];
+    return new Map(rows.map((r) => [r.id, { accessCount: r.accessCount, lastAccessedAt: r.lastAccessedAt }]));
+  }
+
   /** Rows by public id, in the given order (missing ids dropped). */
   byIds(ids: string[]): MemoryRecord[] {
     if (ids.length === 0) return [];

@@ -1,8 +1,8 @@
 import type { Env } from '../config/env';
 import type { Db } from '../db/connection';
 import { AccessRecorder } from './access-recorder';
-import { RetrievalRepository, type CandidateFilter, type FtsCandidate } from './retrieval.repository';
-import { KeywordIndexCache } from './keyword-index';
+import { RetrievalRepository, type CandidateFilter } from './retrieval.repository';
+import { KeywordIndexCache, type TenantKeywordIndex } from './keyword-index';
 import { KeywordIndexRepository } from './keyword-index.repository';
 import type { EmbeddingService } from '../embedding/embedding.service';
 import { sanitizeEmbeddingMessage } from '../embedding/embedding.service';
@@ -17,10 +17,11 @@ import { bm25QueryScale, convexFuse, withoutCommonTerms, fts5Idf, ftsMatchOf, mi
 import type { QdrantSettingsService } from './qdrant-settings';
 import { applyScoreFloor, boostInWindow, dateWindowOf, expansionTerms, extrasFor, inWindow, memoryDay, mergeById, relevanceModel, PRF_FEEDBACK_DOCS, type DateWindow, type RetrievalExtras } from './retrieval-extras';
 import { RetrievalExtrasRepository } from './retrieval-extras.repository';
+import { RecordCache, type CachedRecord } from './record-cache';
 import type { MemorySettings, SettingsService } from './settings';
 import { duplicateKey } from './text-memo';
 import { estimateTokens } from './tokens';
-import { toPublic, type MemoryRecord } from './types';
+import { toPublic } from './types';
 
 /** Keyword candidates per query: bm25-ranked over every row that passes the filters. */
 const FTS_LIMIT = 100;
@@ -40,11 +41,10 @@ const RELATIVE_VECTOR_FLOOR = 0.5;
 export const CONVEX_DEFAULT_WEIGHTS = { fts: 1, vector: 0.2 } as const;
 
 interface Candidate {
-  record: MemoryRecord;
+  record: CachedRecord;
   vecScore: number | null;
   /** −bm25, rounded (higher is better): what the API reports. */
   ftsScore: number | null;
-  relevance: number;
 }
 
 /** A keyword candidate: bm25 unrounded (FTS5's sign: lower is better), for the fusion's normalisation. */
@@ -52,16 +52,34 @@ interface KeywordCandidate extends Candidate {
   bm25: number;
 }
 
+/** A ranked row with its memory as read; the public item is built only for the rows selected. */
+interface RankedRow {
+  record: CachedRecord;
+  /** The content as returned (cut to the budget when `truncated`). */
+  content: string;
+  score: number;
+  tokens: number;
+  tier: RetrievedItem['tier'];
+  vecScore: number | null;
+  ftsScore: number | null;
+  truncated: boolean;
+}
+
+/** The caller's candidate filter plus the key's keyword index, caught up once for the whole retrieval. */
+interface Scope extends CandidateFilter {
+  index: TenantKeywordIndex | null;
+}
+
 /** The original's relevance; the scorer tokenizes as FTS5 does (case, Latin diacritics), so the raw text goes in. */
-function relevanceOf(r: MemoryRecord, query: string): number {
+function relevanceOf(r: CachedRecord, query: string): number {
   return getRelevanceScore({ content: r.content, key: r.key, metadata: r.metadata }, query);
 }
 
-/** Keeps the first (best-ranked) of items whose normalised content is the same. */
-function withoutDuplicateContent(items: RetrievedItem[]): RetrievedItem[] {
+/** Keeps the first (best-ranked) of rows whose normalised content is the same. */
+function withoutDuplicateContent(items: RankedRow[]): RankedRow[] {
   const seen = new Set<string>();
   return items.filter((it) => {
-    const k = duplicateKey(it.memory.content);
+    const k = duplicateKey(it.content);
     if (seen.has(k)) return false;
     seen.add(k);
     return true;
@@ -83,7 +101,10 @@ export interface RetrievalDeps {
   /** The Qdrant tier, consulted first when the settings select it (memoryVectorStore=qdrant, enabled). */
   qdrant?: VectorStore;
   qdrantSettings?: Pick<QdrantSettingsService, 'selected'>;
-  /** The per-key keyword indexes; built here from `db` and MEMORY_KEYWORD_INDEX_CACHE_MB when absent. */
+  /**
+   * The per-key keyword indexes; built here from `db` and MEMORY_KEYWORD_INDEX_CACHE_MB when absent.
+   * One given here has no record cache beside it (MEMORY_RECORD_CACHE_MB is then not used).
+   */
   keywordIndex?: KeywordIndexCache;
 }
 
@@ -106,10 +127,19 @@ export class RetrievalService implements Retriever {
   private lastTermStats: { key: string; at: number; value: { rows: number; docFreqs: number[] } } | null = null;
   /** Per-key keyword ranking (keyword-index.ts): every statistic bm25 uses is the key's own. */
   readonly keywordIndex: KeywordIndexCache;
+  /** Per-key memory rows (record-cache.ts), invalidated by the keyword index's catch-up. */
+  readonly records: RecordCache;
 
   constructor(private readonly d: RetrievalDeps) {
     this.repo = new RetrievalRepository(d.db);
-    this.keywordIndex = d.keywordIndex ?? new KeywordIndexCache(new KeywordIndexRepository(d.db), d.env.MEMORY_KEYWORD_INDEX_CACHE_MB * 1_048_576);
+    // The row cache is only as current as the index copy that invalidates it, so it exists only beside an index built here.
+    this.records = new RecordCache(d.keywordIndex ? 0 : (d.env.MEMORY_RECORD_CACHE_MB ?? 0) * 1_048_576);
+    this.keywordIndex =
+      d.keywordIndex ??
+      new KeywordIndexCache(new KeywordIndexRepository(d.db), d.env.MEMORY_KEYWORD_INDEX_CACHE_MB * 1_048_576, {
+        changed: (apiKeyId, rowIds) => this.records.invalidate(apiKeyId, rowIds),
+        reset: (apiKeyId) => this.records.drop(apiKeyId),
+      });
     this.extrasRepo = new RetrievalExtrasRepository(d.db);
     this.access = d.access ?? (d.queues ? new AccessRecorder({ queues: d.queues, log: d.log }) : null);
   }
@@ -125,11 +155,12 @@ export class RetrievalService implements Retriever {
     const settings = this.d.settings.memory();
     const budget = Math.min(16000, Math.max(1, Math.floor(opts.maxTokens)));
     const now = Date.now();
-    const filter: CandidateFilter = {
+    const filter: Scope = {
       apiKeyId,
       nowIso: new Date(now).toISOString(),
       freshAfterIso: opts.retentionDays > 0 ? new Date(now - opts.retentionDays * 86_400_000).toISOString() : null,
       sessionId: opts.scope === 'session' && opts.sessionId ? opts.sessionId : null,
+      index: null,
     };
     const query = (opts.query ?? '').trim();
     const embedRes = this.d.embedding.resolve(settings);
@@ -165,24 +196,30 @@ export class RetrievalService implements Retriever {
         // Another key's load may have evicted this one while the embedding was awaited: warm again, so the
         // synchronous code below never loads a whole key on the event loop (nothing below awaits before it is used).
         while (!this.keywordIndex.holds(apiKeyId)) await this.keywordIndex.warm(apiKeyId);
+        // The one change-log catch-up of this retrieval: everything below (ranking, and the rows read
+        // through the record cache it invalidates) sees the key as of this point.
+        filter.index = this.keywordIndex.index(apiKeyId);
+        this.records.touch(apiKeyId);
       }
       if (vec.hits !== null && vec.store) resolution.vectorStore = vec.store;
       if (vec.hits !== null && vec.note) resolution.fallbackReason = vec.note;
       if (vec.hits === null) {
         resolution.fallbackReason = vec.reason;
-        ranked = this.keyword(filter, query).map((c) => ({ c, score: c.relevance, tier: 'fts5' as const }));
+        ranked = this.keyword(filter, query).map((c) => ({ c, score: relevanceOf(c.record, query), tier: 'fts5' as const }));
       } else if (opts.strategy === 'semantic') {
-        ranked = this.semantic(vec.hits, filter, query);
+        // Vector hits exist only for a key (the all-keys preview has none).
+        ranked = this.semantic(vec.hits, filter as Scope & { apiKeyId: string }, query);
       } else {
         resolution.fusion = this.fusionFor(settings, opts.fusion);
-        ranked = this.hybrid(vec.hits, filter, query, resolution.fusion, extrasFor(settings, opts.extras));
+        ranked = this.hybrid(vec.hits, filter as Scope & { apiKeyId: string }, query, resolution.fusion, extrasFor(settings, opts.extras));
       }
     }
 
     // The same text under several keys would spend the budget (and the reranker's documents) on repeats.
-    let items: RetrievedItem[] = withoutDuplicateContent(
+    let items: RankedRow[] = withoutDuplicateContent(
       ranked.map(({ c, score, tier }) => ({
-        memory: toPublic(c.record),
+        record: c.record,
+        content: c.record.content,
         score: Math.round(score * 1e6) / 1e6,
         tokens: estimateTokens(c.record.content),
         tier,
@@ -195,7 +232,7 @@ export class RetrievalService implements Retriever {
     if (settings.rerankEnabled && settings.rerankProviderModel && query && items.length > 0) {
       const r = await this.d.reranker.rerank(
         query,
-        items.map((it) => ({ content: it.memory.content, it })),
+        items.map((it) => ({ content: it.content, it })),
         settings.rerankProviderModel,
         signal,
       );
@@ -207,29 +244,52 @@ export class RetrievalService implements Retriever {
 
     const walk = selectWithinBudget(items, budget, {
       truncate: (it, max) => {
-        const content = truncateToTokens(it.memory.content, max);
-        return { ...it, memory: { ...it.memory, content }, tokens: estimateTokens(content), truncated: true };
+        const content = truncateToTokens(it.content, max);
+        return { ...it, content, tokens: estimateTokens(content), truncated: true };
       },
     });
-    const selected = opts.limit ? walk.selected.slice(0, opts.limit) : walk.selected;
+    const chosen = opts.limit ? walk.selected.slice(0, opts.limit) : walk.selected;
+    const selected = this.publicItems(chosen, mode.contentOnly === true);
     const totalTokens = selected.reduce((a, it) => a + it.tokens, 0);
 
     // Access counts are bookkeeping: batched in memory and sent as jobs by a timer, never a write on the request path.
     if (!mode.preview && apiKeyId !== null && selected.length > 0) this.access?.record(selected.map((s) => s.memory.id));
-    return { items: selected, resolution, totalTokens, budgetMaxTokens: budget };
+    // Distinct: the duplicate check above ran on the whole list, and rerank, the budget walk and the cut only drop or reorder.
+    return { items: selected, resolution, totalTokens, budgetMaxTokens: budget, distinctContent: true };
+  }
+
+  /**
+   * The public items of the selected rows. A row may come from the record cache, whose access
+   * count and last access lag (they change without a change-log entry): they are re-read here,
+   * unless the caller only reads the content (`contentOnly`, the chat's injection).
+   */
+  private publicItems(rows: RankedRow[], contentOnly: boolean): RetrievedItem[] {
+    const access = !contentOnly && this.records.enabled && rows.length > 0 ? this.repo.accessOf(rows.map((r) => r.record.id)) : null;
+    return rows.map((r) => {
+      const memory = toPublic(r.record);
+      if (r.truncated) memory.content = r.content;
+      const a = access?.get(memory.id);
+      if (a) {
+        memory.accessCount = a.accessCount;
+        memory.lastAccessedAt = a.lastAccessedAt;
+      }
+      return { memory, score: r.score, tokens: r.tokens, tier: r.tier, vecScore: r.vecScore, ftsScore: r.ftsScore, truncated: r.truncated };
+    });
   }
 
   /** Newest first; with a query, only rows relevant to it (keyword candidates over all rows, not the newest 100). */
-  private exact(filter: CandidateFilter, query: string) {
+  private exact(filter: Scope, query: string) {
     if (!query) {
-      return this.repo.recent(filter, RECENT_LIMIT).map((r) => ({ c: { record: r, vecScore: null, ftsScore: null, relevance: 0 }, score: 0, tier: 'recent' as const }));
+      return this.repo.recent(filter, RECENT_LIMIT).map((r) => ({ c: { record: r, vecScore: null, ftsScore: null }, score: 0, tier: 'recent' as const }));
     }
     // The original's meaning: only rows holding a query word by its own reckoning.
     // Candidates are the newest matching rows (not the bm25 top-N: a weak but newest match must not be cut).
     return this.keyword(filter, query, false, 'newest')
-      .filter((c) => c.relevance > 0)
-      .sort((a, b) => (a.record.createdAt < b.record.createdAt ? 1 : a.record.createdAt > b.record.createdAt ? -1 : b.record.rowId - a.record.rowId))
-      .map((c) => ({ c, score: c.relevance, tier: 'fts5' as const }));
+      .map((c) => ({ c, score: relevanceOf(c.record, query), tier: 'fts5' as const }))
+      .filter((x) => x.score > 0)
+      .sort((a, b) =>
+        a.c.record.createdAt < b.c.record.createdAt ? 1 : a.c.record.createdAt > b.c.record.createdAt ? -1 : b.c.record.rowId - a.c.record.rowId,
+      );
   }
 
   /**
@@ -237,28 +297,29 @@ export class RetrievalService implements Retriever {
    * session, expiry, retention apply before the ranking and its limit). A key's rows are ranked by
    * its own in-memory index (keyword-index.ts), whose statistics are the key's alone; the all-keys
    * preview (no key) and `newest` (the exact strategy, no statistics) ask FTS5. The original's
-   * relevance score is kept as the reported score (and as exact's filter), but no longer decides
-   * the order: it grows with length and repeats, so long chatty rows beat short exact ones.
+   * relevance score is kept as the reported score of the keyword fallback (and as exact's filter),
+   * computed by those callers only, but no longer decides the order: it grows with length and
+   * repeats, so long chatty rows beat short exact ones.
    */
-  private keyword(filter: CandidateFilter, query: string, onlyUnembedded = false, order: 'bm25' | 'newest' = 'bm25'): KeywordCandidate[] {
+  private keyword(filter: Scope, query: string, onlyUnembedded = false, order: 'bm25' | 'newest' = 'bm25'): KeywordCandidate[] {
+    let rows: { record: CachedRecord; bm25: number }[];
     const terms = ftsQueryTerms(query);
     if (terms.length === 0) return [];
-    let rows: FtsCandidate[];
     if (order === 'newest') {
       rows = this.repo.fts(ftsMatchOf(terms), filter, FTS_LIMIT, onlyUnembedded, order);
     } else if (filter.apiKeyId === null) {
       // The all-keys preview: the collection is every key's rows, so FTS5's own statistics are the right ones.
-      const used = this.discriminatingTerms(null, terms);
+      const used = this.discriminatingTerms(filter, terms);
       rows = this.repo.fts(ftsMatchOf(used), filter, FTS_LIMIT, onlyUnembedded);
       if (rows.length === 0 && used.length < terms.length) rows = this.repo.fts(ftsMatchOf(terms), filter, FTS_LIMIT, onlyUnembedded);
     } else {
-      const used = this.discriminatingTerms(filter.apiKeyId, terms);
+      const used = this.discriminatingTerms(filter, terms);
       rows = this.ranked(filter, used, FTS_LIMIT, undefined, onlyUnembedded);
       // With per-key statistics a kept term is one this key holds, so this only fires when the
       // filters (session, expiry, retention) leave none of its rows: then the query's own words decide.
       if (rows.length === 0 && used.length < terms.length) rows = this.ranked(filter, terms, FTS_LIMIT, undefined, onlyUnembedded);
     }
-    return rows.map(({ record, bm25 }) => ({ record, vecScore: null, ftsScore: Math.round(-bm25 * 1e4) / 1e4, relevance: relevanceOf(record, query), bm25 }));
+    return rows.map(({ record, bm25 }) => ({ record, vecScore: null, ftsScore: Math.round(-bm25 * 1e4) / 1e4, bm25 }));
   }
 
   /**
@@ -266,18 +327,24 @@ export class RetrievalService implements Retriever {
    * beyond the candidate filter) is applied in rank order. A key's rows come from its own index; the
    * all-keys preview (no `keep` there) from FTS5.
    */
-  private ranked(filter: CandidateFilter, terms: readonly string[], limit: number, keep?: (r: MemoryRecord) => boolean, onlyUnembedded = false): FtsCandidate[] {
+  private ranked(
+    filter: Scope,
+    terms: readonly string[],
+    limit: number,
+    keep?: (r: CachedRecord) => boolean,
+    onlyUnembedded = false,
+  ): { record: CachedRecord; bm25: number }[] {
     if (terms.length === 0) return [];
     if (filter.apiKeyId === null) return this.repo.fts(ftsMatchOf(terms), filter, limit, onlyUnembedded);
-    let hits = this.keywordIndex.index(filter.apiKeyId).search(terms, filter, keep || onlyUnembedded ? Infinity : limit);
+    let hits = this.indexOf(filter, filter.apiKeyId).search(terms, filter, keep || onlyUnembedded ? Infinity : limit);
     // Rows still waiting for their vector are usually a handful among thousands of matches: one
     // statement picks them by the narrow column instead of reading every match whole.
     if (onlyUnembedded) hits = this.repo.unembeddedAmong(hits, limit);
-    if (!keep) return this.repo.byRowIds(hits);
-    const out: FtsCandidate[] = [];
+    if (!keep) return this.rowsOf(filter.apiKeyId, hits);
+    const out: { record: CachedRecord; bm25: number }[] = [];
     // Read in pages: most rows pass, so the first page usually fills the list.
     for (let at = 0; at < hits.length && out.length < limit; at += limit * 2) {
-      for (const c of this.repo.byRowIds(hits.slice(at, at + limit * 2))) {
+      for (const c of this.rowsOf(filter.apiKeyId, hits.slice(at, at + limit * 2))) {
         if (keep(c.record)) out.push(c);
         if (out.length === limit) break;
       }
@@ -285,9 +352,67 @@ export class RetrievalService implements Retriever {
     return out;
   }
 
+  /** The key's keyword index: the one the retrieval caught up, else caught up now. */
+  private indexOf(scope: Scope, apiKeyId: string): TenantKeywordIndex {
+    return scope.index ?? this.keywordIndex.index(apiKeyId);
+  }
+
+  /**
+   * The key's ranked rows, whole, in rank order (gone ones dropped): from the record cache, the
+   * rest read in one statement and kept there. Every caller caught the key's index (which
+   * invalidates the cache) up before, so a row held is as current as the index.
+   */
+  private rowsOf(apiKeyId: string, hits: readonly { rowId: number; bm25: number }[]): { record: CachedRecord; bm25: number }[] {
+    if (!this.records.enabled) return this.repo.byRowIds(hits);
+    const out: { record: CachedRecord; bm25: number }[] = [];
+    const missing: number[] = [];
+    for (const h of hits) {
+      const record = this.records.byRowId(apiKeyId, h.rowId);
+      if (record) out.push({ record, bm25: h.bm25 });
+      else missing.push(h.rowId);
+    }
+    // The usual case once a key is warm: every row held, already in rank order.
+    if (missing.length === 0) return out;
+    const found = new Map<number, CachedRecord>(out.map((c) => [c.record.rowId, c.record]));
+    for (const { record, metadataChars } of this.repo.rowsByRowIds(missing)) {
+      // The index is the key's own, so a row of another key is one that moved since: never served.
+      if (record.apiKeyId !== apiKeyId) continue;
+      found.set(record.rowId, record);
+      this.records.put(apiKeyId, record, metadataChars);
+    }
+    out.length = 0;
+    for (const h of hits) {
+      const record = found.get(h.rowId);
+      if (record) out.push({ record, bm25: h.bm25 });
+    }
+    return out;
+  }
+
+  /** The key's rows by public id (the vector hits), in the given order, missing and other keys' ids dropped; through the record cache. */
+  private recordsByIds(apiKeyId: string, ids: readonly string[]): CachedRecord[] {
+    const found = new Map<string, CachedRecord>();
+    const missing: string[] = [];
+    for (const id of ids) {
+      const r = this.records.enabled ? this.records.byId(apiKeyId, id) : undefined;
+      if (r) found.set(id, r);
+      else missing.push(id);
+    }
+    for (const { record, metadataChars } of this.repo.rowsByIds(missing)) {
+      if (record.apiKeyId !== apiKeyId) continue;
+      found.set(record.id, record);
+      this.records.put(apiKeyId, record, metadataChars);
+    }
+    const out: CachedRecord[] = [];
+    for (const id of ids) {
+      const r = found.get(id);
+      if (r) out.push(r);
+    }
+    return out;
+  }
+
   /** bm25's collection statistics of the terms: the key's own (its index), or FTS5's over all keys for the all-keys preview. */
-  private termStats(apiKeyId: string | null, terms: readonly string[]): { rows: number; docFreqs: number[] } {
-    if (apiKeyId !== null) return this.keywordIndex.index(apiKeyId).stats(terms);
+  private termStats(scope: Scope, terms: readonly string[]): { rows: number; docFreqs: number[] } {
+    if (scope.apiKeyId !== null) return this.indexOf(scope, scope.apiKeyId).stats(terms);
     // The keyword tier and the fusion ask for the same terms in one request, so the last answer is kept.
     const key = terms.join('\u0000');
     if (this.lastTermStats?.key !== key || performance.now() - this.lastTermStats.at > 1000) {
@@ -297,9 +422,9 @@ export class RetrievalService implements Retriever {
   }
 
   /** The query terms the keyword ranking uses: common ones dropped (retrieval-scoring.ts withoutCommonTerms). */
-  private discriminatingTerms(apiKeyId: string | null, terms: string[]): string[] {
+  private discriminatingTerms(scope: Scope, terms: string[]): string[] {
     if (terms.length < 2) return terms;
-    const stats = this.termStats(apiKeyId, terms);
+    const stats = this.termStats(scope, terms);
     return withoutCommonTerms(terms, stats.rows, stats.docFreqs, COMMON_TERM_SHARE);
   }
 
@@ -404,14 +529,14 @@ export class RetrievalService implements Retriever {
   }
 
   /** Vector ranking; rows not embedded yet are still reachable through keywords, after the vector hits. */
-  private semantic(all: { id: string; score: number }[], filter: CandidateFilter, query: string) {
+  private semantic(all: { id: string; score: number }[], filter: Scope & { apiKeyId: string }, query: string) {
     // Alone, the vector tier needs a relevance floor relative to its best hit (hybrid lets RRF weigh them instead).
     const floor = all.length ? all[0].score * RELATIVE_VECTOR_FLOOR : 0;
     const hits = all.filter((h) => h.score >= floor);
-    const records = new Map(this.repo.byIds(hits.map((h) => h.id)).map((r) => [r.id, r]));
+    const records = new Map(this.recordsByIds(filter.apiKeyId, hits.map((h) => h.id)).map((r) => [r.id, r]));
     const out: { c: Candidate; score: number; tier: RetrievedItem['tier'] }[] = hits
       .filter((h) => records.has(h.id))
-      .map((h) => ({ c: { record: records.get(h.id)!, vecScore: h.score, ftsScore: null, relevance: 0 }, score: h.score, tier: 'vector' as const }));
+      .map((h) => ({ c: { record: records.get(h.id)!, vecScore: h.score, ftsScore: null }, score: h.score, tier: 'vector' as const }));
     if (this.repo.hasUnembedded(filter)) {
       const seen = new Set(out.map((o) => o.c.record.id));
       for (const c of this.keyword(filter, query, true)) if (!seen.has(c.record.id)) out.push({ c, score: 0, tier: 'fts5' as const });
@@ -428,14 +553,14 @@ export class RetrievalService implements Retriever {
    * cosine would hand every vector hit a bonus a keyword-only candidate (its cosine unknown, below
    * the k-th hit) never gets.
    */
-  private hybrid(hits: { id: string; score: number }[], filter: CandidateFilter, query: string, fusion: FusionChoice, extras: RetrievalExtras) {
+  private hybrid(hits: { id: string; score: number }[], filter: Scope & { apiKeyId: string }, query: string, fusion: FusionChoice, extras: RetrievalExtras) {
     // Issue #10 item 4: a temporal question also draws the keyword matches dated in its window (setting hybridTemporalBoost).
     const window = extras.temporalBoost ? dateWindowOf(query, new Date(filter.nowIso)) : null;
     const kw = window ? mergeById(this.keyword(filter, query), this.keywordInWindow(filter, query, window), (c) => c.record.id) : this.keyword(filter, query);
     let fused: FusedHit<string>[];
     if (fusion.method === 'convex') {
       const terms = ftsQueryTerms(query);
-      const stats = kw.length ? this.termStats(filter.apiKeyId, terms) : { rows: 0, docFreqs: [] };
+      const stats = kw.length ? this.termStats(filter, terms) : { rows: 0, docFreqs: [] };
       const scale = kw.length ? bm25QueryScale(stats.rows, stats.docFreqs) : 1;
       const kwList = kw.map((c) => ({ id: c.record.id, score: scale > 0 ? -c.bm25 / scale : 0 }));
       fused = convexFuse<string>(
@@ -457,13 +582,13 @@ export class RetrievalService implements Retriever {
     const vecScore = new Map(hits.map((h) => [h.id, h.score]));
     const kwById = new Map(kw.map((c) => [c.record.id, c]));
     const missing = fused.filter((f) => !kwById.has(f.id)).map((f) => f.id);
-    const records = new Map(this.repo.byIds(missing).map((r) => [r.id, r]));
+    const records = new Map(this.recordsByIds(filter.apiKeyId, missing).map((r) => [r.id, r]));
     const out = fused
       .map((f) => {
         const record = kwById.get(f.id)?.record ?? records.get(f.id);
         if (!record) return null;
         return {
-          c: { record, vecScore: vecScore.get(f.id) ?? null, ftsScore: kwById.get(f.id)?.ftsScore ?? null, relevance: kwById.get(f.id)?.relevance ?? 0 },
+          c: { record, vecScore: vecScore.get(f.id) ?? null, ftsScore: kwById.get(f.id)?.ftsScore ?? null },
           score: f.score,
           tier,
         };
@@ -474,11 +599,11 @@ export class RetrievalService implements Retriever {
   }
 
   /** Issue #10 item 4: RM3 — the keyword matches of the top keyword hits' expansion terms, bm25 ÷ their own Σ idf. */
-  private expansionList(kw: KeywordCandidate[], kwList: { id: string; score: number }[], terms: string[], filter: CandidateFilter) {
+  private expansionList(kw: KeywordCandidate[], kwList: { id: string; score: number }[], terms: string[], filter: Scope) {
     const feedback = kw.slice(0, PRF_FEEDBACK_DOCS).map((c, i) => ({ text: c.record.content, weight: kwList[i].score }));
     const model = relevanceModel(feedback, new Set(terms));
     if (model.length === 0) return [];
-    const stats = this.termStats(filter.apiKeyId, model.map((m) => m.term));
+    const stats = this.termStats(filter, model.map((m) => m.term));
     const idf = new Map(model.map((m, i) => [m.term, fts5Idf(stats.rows, stats.docFreqs[i])]));
     const exp = expansionTerms(model, (t) => idf.get(t) ?? 0);
     if (exp.length === 0) return [];
@@ -487,14 +612,14 @@ export class RetrievalService implements Retriever {
   }
 
   /** Issue #10 item 4: keyword candidates dated inside a temporal question's window. */
-  private keywordInWindow(filter: CandidateFilter, query: string, window: DateWindow): KeywordCandidate[] {
+  private keywordInWindow(filter: Scope, query: string, window: DateWindow): KeywordCandidate[] {
     const terms = ftsQueryTerms(query);
     if (terms.length === 0) return [];
     const rows =
       filter.apiKeyId === null
         ? this.extrasRepo.ftsInWindow(ftsMatchOf(terms), filter, window, FTS_LIMIT)
         : this.ranked(filter, terms, FTS_LIMIT, (r) => inWindow(window, memoryDay(r.metadata, r.createdAt)));
-    return rows.map(({ record, bm25 }) => ({ record, vecScore: null, ftsScore: Math.round(-bm25 * 1e4) / 1e4, relevance: relevanceOf(record, query), bm25 }));
+    return rows.map(({ record, bm25 }) => ({ record, vecScore: null, ftsScore: Math.round(-bm25 * 1e4) / 1e4, bm25 }));
   }
 }
 

@@ -64,6 +64,8 @@ export interface RetrievalResult {
   resolution: RetrievalResolution;
   totalTokens: number;
   budgetMaxTokens: number;
+  /** True when no two items have the same content (case and whitespace aside): injection can skip its own duplicate check. */
+  distinctContent?: boolean;
 }
 
 /** How a retrieval runs (not what it looks for). */
@@ -76,6 +78,11 @@ export interface RetrieveMode {
    * signal's reason: the memory phase fires it when it stops waiting (timeout, client gone).
    */
   signal?: AbortSignal;
+  /**
+   * The caller reads only the items' content (the chat's injection): the access count and last
+   * access of the items are then as the record cache holds them (they may lag) instead of re-read.
+   */
+  contentOnly?: boolean;
 }
 
 /** Retrieves a key's relevant memories within a token budget (request path: reads only). */

@@ -81,8 +81,8 @@ export interface ListFilter {
   q?: string;
 }
 
-/** Strips internal fields. */
-export function toPublic(r: MemoryRecord): Memory {
+/** Strips internal fields (a new object; metadata is shared). */
+export function toPublic(r: Memory): Memory {
   return {
     id: r.id,
     apiKeyId: r.apiKeyId,

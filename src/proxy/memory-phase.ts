@@ -96,7 +96,8 @@ export async function applyMemory(
         deps.retrieval.retrieve(
           args.apiKeyId,
           { query, strategy, maxTokens: s.maxTokens, retentionDays: s.retentionDays, sessionId: plan.sessionId, scope: 'apiKey' },
-          { requestId: args.requestId, signal },
+          // Injection reads only the content: no re-read of the items' access counts.
+          { requestId: args.requestId, signal, contentOnly: true },
         ),
       args.timeoutMs ?? MEMORY_PHASE_TIMEOUT_MS,
       args.signal,
@@ -107,7 +108,7 @@ export async function applyMemory(
     const injected = injectMemory(
       body,
       used.map((i) => i.memory),
-      { model: typeof body.model === 'string' ? body.model : null },
+      { model: typeof body.model === 'string' ? body.model : null, distinctContent: result.distinctContent === true },
     );
     const tokens = used.reduce((sum, i) => sum + (Number.isFinite(i.tokens) ? i.tokens : 0), 0);
     return { body: injected, outcome: { injected: used.length, tokens, strategy: strategyUsed, status: 'injected' } };

@@ -113,6 +113,27 @@ describe('SqliteVecStore with the in-memory WebAssembly scan (issue #14)', () =>
     expect(api.store.knn('t', new Float32Array([1, 0, 0, 0]), 5, { nowIso: now() }).map((h) => h.id).sort()).toEqual(rows.slice(0, 3).map((m) => m.id).sort());
   });
 
+  it('reads no change log for a search when nothing was logged since the copy caught up', () => {
+    const env = testEnv();
+    const api = open(env);
+    const dim = 8;
+    const r = rng(9);
+    const rows = api.create(Array.from({ length: 20 }, () => memoryInput({ apiKeyId: 't' })));
+    api.store.rebuild(`static:m:${dim}`, dim);
+    put(api.store, rows, () => randomUnit(dim, r));
+    const q = randomUnit(dim, r);
+    const first = api.store.knn('t', q, 5, { nowIso: now() }); // loads the copy
+    const repo = (api.store.scanCache as unknown as { repo: { logSince: (...a: unknown[]) => unknown } }).repo;
+    const logSince = jest.spyOn(repo, 'logSince');
+    expect(api.store.knn('t', q, 5, { nowIso: now() })).toEqual(first);
+    expect(logSince).not.toHaveBeenCalled();
+    const [fresh] = api.create([memoryInput({ apiKeyId: 't' })]);
+    put(api.store, [fresh!], () => q);
+    expect(api.store.knn('t', q, 1, { nowIso: now() })[0]!.id).toBe(fresh!.id);
+    expect(logSince).toHaveBeenCalledTimes(1);
+    logSince.mockRestore();
+  });
+
   it('reloads a tenant whose unseen log entries were pruned', () => {
     const env = testEnv();
     const api = open(env);

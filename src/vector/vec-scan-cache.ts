@@ -90,6 +90,12 @@ export class VecScanCache {
       this.identity = identity;
     }
     let copy = this.copies.get(apiKeyId);
+    // Nothing logged since the copy's catch-up (its seq is the whole log's head then): no log read.
+    if (copy && this.repo.logHead() === copy.seq) {
+      this.copies.delete(apiKeyId); // re-inserted: Map order is the LRU order
+      this.copies.set(apiKeyId, copy);
+      return copy;
+    }
     const changes = copy ? this.repo.logSince(apiKeyId, copy.seq) : null;
     if (copy && changes!.pruned) {
       // Entries this copy has not seen were pruned (or the log went back): reload.

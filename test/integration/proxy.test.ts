@@ -178,7 +178,7 @@ describe('/v1 chat proxy (retrieval test double)', () => {
     expect(retriever.calls.at(-1)).toEqual({
       apiKeyId: key.id,
       opts: { query: `What do I drink? ${m1}`, strategy: 'hybrid', maxTokens: 2000, retentionDays: 30, sessionId: 'sess-1', scope: 'apiKey' },
-      mode: { requestId: expect.stringMatching(/^[0-9a-f-]{36}$/), signal: expect.any(AbortSignal) },
+      mode: { requestId: expect.stringMatching(/^[0-9a-f-]{36}$/), signal: expect.any(AbortSignal), contentOnly: true },
     });
     // Extraction: the user's words (not the injected memory), the session, a fresh request id; no assistant text by default.
     const [job] = await waitUntil(async () => {

@@ -1,0 +1,186 @@
+/**
+ * The record cache (src/memory/record-cache.ts, issue #14): retrieval ranks a key's rows from memory,
+ * so every other writer must still be seen at the next retrieve. The "worker" here is a second
+ * connection to the same database file, writing through its own MemoryService as a worker process
+ * does (and once with bare SQL); the api side is a RetrievalService over the first connection.
+ */
+import { memoryInput } from '../factories';
+import { RetrievalRepository } from '../../src/memory/retrieval.repository';
+import { RetrievalService } from '../../src/memory/retrieval.service';
+import type { RetrievedItem, RetrieveMode, RetrieveOptions, RetrievalStrategy } from '../../src/memory/retrieval.types';
+import { openStorage } from '../../src/services';
+import { silentLog, testEnv } from '../helpers/env';
+import { tempStorage } from '../helpers/storage';
+
+const api = { source: 'api' as const };
+const worker = { source: 'extraction' as const };
+const DIM = 4;
+const SIGNATURE = `fake:fake-model:${DIM}`;
+
+/** One direction for every text: each embedded row is a vector hit of every query. */
+const unit = () => new Float32Array([1, 0, 0, 0]);
+
+function setup(cacheMb = '32') {
+  const s = tempStorage(testEnv({ MEMORY_RECORD_CACHE_MB: cacheMb }));
+  // The worker process: its own connection to the same file.
+  const w = openStorage(s.env, silentLog());
+  const embedding = {
+    resolve: () => ({ source: 'fake', model: 'fake-model', identity: 'fake-model', dimensions: DIM, reason: null }),
+    embedOne: async () => ({ vector: unit(), resolution: { source: 'fake', model: 'fake-model', identity: 'fake-model', dimensions: DIM, reason: null }, cached: false, latencyMs: 0 }),
+  };
+  const retrieval = new RetrievalService({
+    env: s.env,
+    log: silentLog(),
+    db: s.db.db,
+    settings: s.settings,
+    embedding: embedding as never,
+    vectors: s.vectors,
+    reranker: { rerank: async () => ({ applied: false }) } as never,
+  });
+  s.vectors.rebuild(SIGNATURE, DIM);
+  /** Creates a memory through the api's connection, with its vector (as the embed job would store it). */
+  const add = (apiKeyId: string, key: string, content: string) => {
+    const { memory } = s.memory.create(memoryInput({ apiKeyId, key, content }), api);
+    const rec = s.memory.getRecord(memory.id)!;
+    s.vectors.upsertMany([{ rowId: rec.rowId, apiKeyId, vector: unit(), contentHash: rec.contentHash }], SIGNATURE);
+    return memory;
+  };
+  const retrieve = async (apiKeyId: string, query: string, strategy: RetrievalStrategy = 'hybrid', mode: RetrieveMode = { preview: true }) => {
+    const opts: RetrieveOptions = { query, strategy, maxTokens: 4000, retentionDays: 0 };
+    const r = await retrieval.retrieve(apiKeyId, opts, mode);
+    return r.items;
+  };
+  const close = () => {
+    w.db.close();
+    s.close();
+  };
+  return { s, w, retrieval, add, retrieve, close };
+}
+
+const byKey = (items: RetrievedItem[]) => new Map(items.map((i) => [i.memory.key, i.memory]));
+
+describe('retrieval record cache', () => {
+  it('a retrieve with nothing changed reads no memory row from SQLite (the rows come from the cache)', async () => {
+    const t = setup();
+    try {
+      t.add('A', 'tea', 'the user likes green tea');
+      t.add('A', 'coffee', 'the user drinks black coffee');
+      expect((await t.retrieve('A', 'green tea')).length).toBe(2);
+      const byRowIds = jest.spyOn(RetrievalRepository.prototype, 'rowsByRowIds');
+      const byIds = jest.spyOn(RetrievalRepository.prototype, 'rowsByIds');
+      try {
+        expect((await t.retrieve('A', 'green tea')).length).toBe(2);
+        const read = [...byRowIds.mock.calls, ...byIds.mock.calls].reduce((n, [ids]) => n + ids.length, 0);
+        expect(read).toBe(0);
+      } finally {
+        byRowIds.mockRestore();
+        byIds.mockRestore();
+      }
+    } finally {
+      t.close();
+    }
+  });
+
+  it.each(['hybrid', 'semantic'] as const)('%s: an update and a delete by another connection (a worker) are seen by the next retrieve', async (strategy) => {
+    const t = setup();
+    try {
+      const tea = t.add('A', 'tea', 'the user likes green tea');
+      const walk = t.add('A', 'walk', 'the user walks the dog at seven');
+      t.add('A', 'coffee', 'the user drinks green coffee');
+      // Cached now.
+      expect(byKey(await t.retrieve('A', 'green tea', strategy)).get('tea')!.content).toBe('the user likes green tea');
+
+      // Content, and fields outside the keyword index (type, metadata): every update sets updated_at, which logs.
+      t.w.memory.update(tea.id, { content: 'the user likes green tea with honey', type: 'procedural', metadata: { from: 'worker' } }, worker);
+      const after = byKey(await t.retrieve('A', 'green tea', strategy)).get('tea')!;
+      expect(after).toMatchObject({ content: 'the user likes green tea with honey', type: 'procedural', metadata: { from: 'worker' } });
+
+      // A vector-only hit (no query word): the semantic tier and hybrid's vector list read it by public id.
+      expect(byKey(await t.retrieve('A', 'green tea', 'semantic')).get('walk')!.content).toBe('the user walks the dog at seven');
+      t.w.memory.update(walk.id, { content: 'the user walks the dog at eight' }, worker);
+      expect(byKey(await t.retrieve('A', 'green tea', 'semantic')).get('walk')!.content).toBe('the user walks the dog at eight');
+
+      // A bare SQL write (an expiry sweep, a migration) logs through the triggers as well.
+      t.w.db.db.prepare("UPDATE memories SET content = 'the user likes green tea, iced', updated_at = ? WHERE id = ?").run(new Date().toISOString(), tea.id);
+      expect(byKey(await t.retrieve('A', 'green tea', strategy)).get('tea')!.content).toBe('the user likes green tea, iced');
+
+      t.w.memory.delete(tea.id, worker);
+      const gone = await t.retrieve('A', 'green tea', strategy);
+      expect(gone.map((i) => i.memory.id)).not.toContain(tea.id);
+      expect(gone.length).toBeGreaterThan(0);
+    } finally {
+      t.close();
+    }
+  });
+
+  it('access counts are current on the retrieve path (they change without a change-log entry); contentOnly skips that read', async () => {
+    const t = setup();
+    try {
+      const tea = t.add('A', 'tea', 'the user likes green tea');
+      expect(byKey(await t.retrieve('A', 'green tea')).get('tea')).toMatchObject({ accessCount: 0, lastAccessedAt: null });
+      // The record-access job, in the worker.
+      const at = new Date().toISOString();
+      t.w.memory.recordAccess([tea.id], at);
+      t.w.memory.recordAccess([tea.id], at);
+      for (const strategy of ['hybrid', 'semantic'] as const) {
+        expect(byKey(await t.retrieve('A', 'green tea', strategy)).get('tea')).toMatchObject({ accessCount: 2, lastAccessedAt: at });
+      }
+      // The chat's injection reads the content only: the same text, without the access read.
+      const accessOf = jest.spyOn(RetrievalRepository.prototype, 'accessOf');
+      try {
+        const items = await t.retrieve('A', 'green tea', 'hybrid', { contentOnly: true });
+        expect(byKey(items).get('tea')!.content).toBe('the user likes green tea');
+        expect(accessOf).not.toHaveBeenCalled();
+      } finally {
+        accessOf.mockRestore();
+      }
+    } finally {
+      t.close();
+    }
+  });
+
+  it('two keys never see each other’s rows, also when a row moves from one key to the other', async () => {
+    const t = setup();
+    try {
+      const a = t.add('A', 'tea-a', 'the user likes green tea');
+      const b = t.add('B', 'tea-b', 'the user likes green tea too');
+      for (let round = 0; round < 2; round++) {
+        for (const strategy of ['hybrid', 'semantic'] as const) {
+          const fromA = await t.retrieve('A', 'green tea', strategy);
+          const fromB = await t.retrieve('B', 'green tea', strategy);
+          expect(fromA.map((i) => [i.memory.id, i.memory.apiKeyId])).toEqual([[a.id, 'A']]);
+          expect(fromB.map((i) => [i.memory.id, i.memory.apiKeyId])).toEqual([[b.id, 'B']]);
+        }
+      }
+      // The cache itself: a row is held under its own key only, and looked up under its own key only.
+      const recA = t.s.memory.getRecord(a.id)!;
+      expect(t.retrieval.records.byRowId('B', recA.rowId)).toBeUndefined();
+      expect(t.retrieval.records.byId('B', a.id)).toBeUndefined();
+      t.retrieval.records.put('B', recA, 2);
+      expect(t.retrieval.records.byRowId('B', recA.rowId)).toBeUndefined();
+
+      // A's row moves to B (bare SQL in the other connection; the trigger logs both keys).
+      t.w.db.db.prepare("UPDATE memories SET api_key_id = 'B' WHERE id = ?").run(a.id);
+      expect((await t.retrieve('A', 'green tea', 'hybrid')).map((i) => i.memory.id)).not.toContain(a.id);
+      const movedToB = await t.retrieve('B', 'green tea', 'hybrid');
+      expect(movedToB.every((i) => i.memory.apiKeyId === 'B')).toBe(true);
+    } finally {
+      t.close();
+    }
+  });
+
+  it('MEMORY_RECORD_CACHE_MB=0: rows are read from SQLite every time, with their current access counts, and nothing is held', async () => {
+    const t = setup('0');
+    try {
+      const tea = t.add('A', 'tea', 'the user likes green tea');
+      expect(t.retrieval.records.enabled).toBe(false);
+      await t.retrieve('A', 'green tea');
+      t.w.memory.update(tea.id, { content: 'the user likes green tea with lemon' }, worker);
+      t.w.memory.recordAccess([tea.id], new Date().toISOString());
+      expect(byKey(await t.retrieve('A', 'green tea')).get('tea')).toMatchObject({ content: 'the user likes green tea with lemon', accessCount: 1 });
+      expect(t.retrieval.records.size).toBe(0);
+    } finally {
+      t.close();
+    }
+  });
+});
