@@ -200,6 +200,23 @@ describe('serveDirect', () => {
     }
   });
 
+  it('follows a POST handler added later to a route that had no POST at the first request (as express runs it)', async () => {
+    for (const direct of [false, true]) {
+      const app = express();
+      const v1 = Router();
+      const route = v1.route('/chat/completions');
+      route.get((_req, res) => res.json({ get: true }));
+      app.use('/v1', v1);
+      app.use((_req, res) => res.status(404).json({ missing: true }));
+      if (direct) serveDirect(app, 'POST', PATH);
+      // The first chat: the route has no POST handler, the 404 answers.
+      expect((await request(app).post(PATH).send({})).status).toBe(404);
+      route.post((_req, res) => res.status(201).json({ added: true }));
+      const res = await request(app).post(PATH).send({});
+      expect({ direct, status: res.status, body: res.body as unknown }).toEqual({ direct, status: 201, body: { added: true } });
+    }
+  });
+
   it("expressServer makes requests and responses under the app's prototypes, so the direct route never changes them", async () => {
     const app = build(true, { now: 'answer' }, []);
     const server = expressServer(app);

@@ -72,9 +72,10 @@ function collect(stack: LayerLike[], method: string, path: string, baseUrl: stri
     if (m.keys.length > 0) return false;
     const route = layer.route;
     if (route) {
+      // Read before the method check: a handler for this method added to the route later changes its stack's length.
+      plan.read.push({ stack: route.stack, length: route.stack.length });
       if (!route._handlesMethod(method)) continue;
       const inRoute = [...scope, route];
-      plan.read.push({ stack: route.stack, length: route.stack.length });
       let first = true;
       for (const rl of route.stack) {
         if (rl.method && rl.method !== method.toLowerCase()) continue;
