@@ -217,6 +217,40 @@ describe('serveDirect', () => {
     }
   });
 
+  it('leaves the chat to express when a layer matches in a shape it was not written for (another router version)', async () => {
+    for (const shape of ['boolean', 'throwing stack'] as const) {
+      const b = { now: 'answer' as Behaviour };
+      const app = build(true, b, []);
+      const router = (app as unknown as { router: { stack: Array<Record<string, unknown>> } }).router;
+      // The plan reads the stack at the first chat, before express ever sees it: the odd shape is shown to that
+      // first read only, so express itself (which needs the real shape) still answers.
+      const layer = router.stack.find((l) => (l.match as (p: string) => unknown)(PATH))!;
+      let first = true;
+      if (shape === 'boolean') {
+        // router < 2.3's Layer.match answered true/false and kept the params on the layer.
+        const match = layer.match as (p: string) => unknown;
+        layer.match = (p: string) => (first ? ((first = false), Boolean(match.call(layer, p))) : match.call(layer, p));
+      } else {
+        const route = layer.route;
+        Object.defineProperty(layer, 'route', {
+          get: () => {
+            if (!first) return route;
+            first = false;
+            throw new Error('not this shape');
+          },
+        });
+      }
+      const walked = jest.fn();
+      const handle = (router as unknown as { handle: (...a: unknown[]) => unknown }).handle.bind(router);
+      (router as unknown as { handle: (...a: unknown[]) => unknown }).handle = (...a: unknown[]) => {
+        walked();
+        return handle(...a);
+      };
+      await chat(app);
+      expect({ shape, walked: walked.mock.calls.length }).toEqual({ shape, walked: 1 });
+    }
+  });
+
   it("expressServer makes requests and responses under the app's prototypes, so the direct route never changes them", async () => {
     const app = build(true, { now: 'answer' }, []);
     const server = expressServer(app);

@@ -68,6 +68,8 @@ function collect(stack: LayerLike[], method: string, path: string, baseUrl: stri
       return false;
     }
     if (!m) continue;
+    // A match in a shape this plan was not written for (another router version's Layer): express serves it.
+    if (typeof m !== 'object' || typeof m.path !== 'string' || !Array.isArray(m.keys)) return false;
     // Parameters (and router.param callbacks on them) are not reproduced; none of the hot route's layers has any.
     if (m.keys.length > 0) return false;
     const route = layer.route;
@@ -157,7 +159,15 @@ export function serveDirect(app: Express, method: string, path: string): Express
     if (unplannable) return null;
     const router = (app as unknown as { router: { stack: LayerLike[] } }).router;
     const fresh: Plan = { steps: [], read: [] };
-    plan = collect(router.stack, method, path, '', [], fresh) ? fresh : null;
+    let ok: boolean;
+    try {
+      ok = collect(router.stack, method, path, '', [], fresh);
+    } catch {
+      // A router whose internals are not what the plan reads (a stack of another shape): express serves it, and
+      // the error never reaches the server's request listener.
+      ok = false;
+    }
+    plan = ok ? fresh : null;
     unplannable = plan === null;
     return plan;
   };
