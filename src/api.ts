@@ -111,9 +111,12 @@ export async function startApi(env: Env, log: Logger, opts: { dbFile?: string; e
   } catch (err) {
     // The port is taken (EADDRINUSE) or not ours to bind: close what the context opened, then fail, so a
     // caller that handles the error is not left holding SQLite and Redis connections.
-    const undo = new Shutdown(log, env.SHUTDOWN_GRACE_MS, opts.exit);
+    // Bounded by the grace period, and never an exit of its own: the caller decides what a failed start means.
+    const undo = new Shutdown(log, env.SHUTDOWN_GRACE_MS, () => undefined);
     for (const [name, run] of contextSteps(ctx)) undo.add(name, run);
-    await undo.run('listen failed');
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([undo.run('listen failed'), new Promise<void>((r) => (timer = setTimeout(r, env.SHUTDOWN_GRACE_MS)))]);
+    clearTimeout(timer);
     throw err;
   }
   server.keepAliveTimeout = 65_000;
