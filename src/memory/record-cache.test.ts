@@ -76,6 +76,21 @@ describe('RecordCache', () => {
     expect(c.bytesHeld).toBeLessThanOrEqual(one * 3);
   });
 
+  it("a held row's metadata is frozen all the way down: a caller cannot change what the key's next retrievals get", () => {
+    const cache = new RecordCache(1 << 20);
+    const r = { ...rec('a', 1, 'x'), metadata: { tags: ['t'], source: { app: 'chat' } } };
+    cache.put('a', r, 40);
+    const held = cache.byRowId('a', 1)!;
+    expect(() => {
+      (held.metadata as { extra?: number }).extra = 1;
+    }).toThrow(TypeError);
+    expect(() => (held.metadata.tags as string[]).push('u')).toThrow(TypeError);
+    expect(() => {
+      (held.metadata.source as { app: string }).app = 'other';
+    }).toThrow(TypeError);
+    expect(cache.byRowId('a', 1)!.metadata).toEqual({ tags: ['t'], source: { app: 'chat' } });
+  });
+
   it('a budget of 0 holds nothing', () => {
     const c = new RecordCache(0);
     expect(c.enabled).toBe(false);

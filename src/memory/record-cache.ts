@@ -20,6 +20,17 @@ import type { MemoryRecord } from './types';
 /** What the cache holds of a memory: the record without the fields that change unlogged and are not read on the request path. */
 export type CachedRecord = Omit<MemoryRecord, 'needsReindex' | 'contentHash'>;
 
+/**
+ * Freezes a cached row's metadata all the way down: retrieval hands the same object to every caller that asks for
+ * the row, so a caller that changed it would change what the key's later retrievals return; frozen, such a change
+ * throws where it is made (strict mode) instead.
+ */
+function freezeDeep(v: unknown): void {
+  if (v === null || typeof v !== 'object' || Object.isFrozen(v)) return;
+  Object.freeze(v);
+  for (const x of Object.values(v)) freezeDeep(x);
+}
+
 /** Rough bytes of a cached record (strings at 2 bytes a character, plus object and map overhead). */
 function sizeOf(r: CachedRecord, metadataChars: number): number {
   return 320 + 2 * (r.content.length + r.key.length + r.sessionId.length + r.id.length + r.apiKeyId.length + metadataChars);
@@ -81,6 +92,7 @@ export class RecordCache {
    */
   put(apiKeyId: string, record: CachedRecord, metadataChars: number): void {
     if (!this.enabled || record.apiKeyId !== apiKeyId) return;
+    freezeDeep(record.metadata);
     let rows = this.keys.get(apiKeyId);
     if (!rows) {
       rows = { byRow: new Map(), rowOf: new Map(), bytes: 0 };
