@@ -167,15 +167,17 @@ export class RetrievalRepository {
 
   /** Whole rows by internal row id, in no particular order (gone ones dropped), each with its stored metadata's length. */
   rowsByRowIds(rowIds: readonly number[]): { record: MemoryRecord; metadataChars: number }[] {
-    if (rowIds.length === 0) return [];
-    const rows = this.stmt('SELECT m.* FROM json_each(?) AS j CROSS JOIN memories m ON m.memory_id = j.value').all(JSON.stringify(rowIds)) as Parameters<typeof rowToRecord>[0][];
-    return rows.map((r) => ({ record: rowToRecord(r), metadataChars: r.metadata?.length ?? 0 }));
+    return this.wholeRows('memory_id', rowIds);
   }
 
   /** Whole rows by public id, in no particular order (missing ids dropped), each with its stored metadata's length. */
   rowsByIds(ids: readonly string[]): { record: MemoryRecord; metadataChars: number }[] {
-    if (ids.length === 0) return [];
-    const rows = this.stmt('SELECT m.* FROM json_each(?) AS j CROSS JOIN memories m ON m.id = j.value').all(JSON.stringify(ids)) as Parameters<typeof rowToRecord>[0][];
+    return this.wholeRows('id', ids);
+  }
+
+  private wholeRows(column: 'memory_id' | 'id', keys: readonly (number | string)[]): { record: MemoryRecord; metadataChars: number }[] {
+    if (keys.length === 0) return [];
+    const rows = this.stmt(`SELECT m.* FROM json_each(?) AS j CROSS JOIN memories m ON m.${column} = j.value`).all(JSON.stringify(keys)) as Parameters<typeof rowToRecord>[0][];
     return rows.map((r) => ({ record: rowToRecord(r), metadataChars: r.metadata?.length ?? 0 }));
   }
 

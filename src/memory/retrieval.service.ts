@@ -358,55 +358,66 @@ export class RetrievalService implements Retriever {
   }
 
   /**
-   * The key's ranked rows, whole, in rank order (gone ones dropped): from the record cache, the
-   * rest read in one statement and kept there. Every caller caught the key's index (which
-   * invalidates the cache) up before, so a row held is as current as the index.
+   * The key's ranked rows, whole, in rank order (gone ones dropped), through the record cache. Every
+   * caller caught the key's index (which invalidates the cache) up before, so a row held is as current as the index.
    */
   private rowsOf(apiKeyId: string, hits: readonly { rowId: number; bm25: number }[]): { record: CachedRecord; bm25: number }[] {
     if (!this.records.enabled) return this.repo.byRowIds(hits);
+    const rows = this.throughCache(
+      apiKeyId,
+      hits.map((h) => h.rowId),
+      (rowId) => this.records.byRowId(apiKeyId, rowId),
+      (missing) => this.repo.rowsByRowIds(missing),
+      (r) => r.rowId,
+    );
     const out: { record: CachedRecord; bm25: number }[] = [];
-    const missing: number[] = [];
-    for (const h of hits) {
-      const record = this.records.byRowId(apiKeyId, h.rowId);
-      if (record) out.push({ record, bm25: h.bm25 });
-      else missing.push(h.rowId);
-    }
-    // The usual case once a key is warm: every row held, already in rank order.
-    if (missing.length === 0) return out;
-    const found = new Map<number, CachedRecord>(out.map((c) => [c.record.rowId, c.record]));
-    for (const { record, metadataChars } of this.repo.rowsByRowIds(missing)) {
-      // The index is the key's own, so a row of another key is one that moved since: never served.
-      if (record.apiKeyId !== apiKeyId) continue;
-      found.set(record.rowId, record);
-      this.records.put(apiKeyId, record, metadataChars);
-    }
-    out.length = 0;
-    for (const h of hits) {
-      const record = found.get(h.rowId);
-      if (record) out.push({ record, bm25: h.bm25 });
+    for (let i = 0; i < hits.length; i++) {
+      const record = rows[i];
+      if (record) out.push({ record, bm25: hits[i].bm25 });
     }
     return out;
   }
 
   /** The key's rows by public id (the vector hits), in the given order, missing and other keys' ids dropped; through the record cache. */
   private recordsByIds(apiKeyId: string, ids: readonly string[]): CachedRecord[] {
-    const found = new Map<string, CachedRecord>();
-    const missing: string[] = [];
-    for (const id of ids) {
-      const r = this.records.enabled ? this.records.byId(apiKeyId, id) : undefined;
-      if (r) found.set(id, r);
-      else missing.push(id);
+    const rows = this.throughCache(
+      apiKeyId,
+      ids,
+      (id) => this.records.byId(apiKeyId, id),
+      (missing) => this.repo.rowsByIds(missing),
+      (r) => r.id,
+    );
+    return rows.filter((r): r is CachedRecord => r !== undefined);
+  }
+
+  /**
+   * The key's rows for `keys` (row ids or public ids), position for position (undefined: gone): those
+   * the record cache holds, the rest read in one statement and kept there.
+   */
+  private throughCache<K extends number | string>(
+    apiKeyId: string,
+    keys: readonly K[],
+    held: (k: K) => CachedRecord | undefined,
+    read: (missing: K[]) => { record: CachedRecord; metadataChars: number }[],
+    keyOf: (r: CachedRecord) => K,
+  ): Array<CachedRecord | undefined> {
+    const out: Array<CachedRecord | undefined> = new Array(keys.length);
+    let missing: K[] | null = null;
+    for (let i = 0; i < keys.length; i++) {
+      const r = this.records.enabled ? held(keys[i]) : undefined;
+      out[i] = r;
+      if (!r) (missing ??= []).push(keys[i]);
     }
-    for (const { record, metadataChars } of this.repo.rowsByIds(missing)) {
+    // The usual case once a key is warm: every row held.
+    if (!missing) return out;
+    const found = new Map<K, CachedRecord>();
+    for (const { record, metadataChars } of read(missing)) {
+      // The index is the key's own, so a row of another key is one that moved since: never served.
       if (record.apiKeyId !== apiKeyId) continue;
-      found.set(record.id, record);
+      found.set(keyOf(record), record);
       this.records.put(apiKeyId, record, metadataChars);
     }
-    const out: CachedRecord[] = [];
-    for (const id of ids) {
-      const r = found.get(id);
-      if (r) out.push(r);
-    }
+    for (let i = 0; i < keys.length; i++) out[i] ??= found.get(keys[i]);
     return out;
   }
 
