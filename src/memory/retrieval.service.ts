@@ -197,8 +197,9 @@ export class RetrievalService implements Retriever {
         // synchronous code below never loads a whole key on the event loop (nothing below awaits before it is used).
         while (!this.keywordIndex.holds(apiKeyId)) await this.keywordIndex.warm(apiKeyId);
         // The one change-log catch-up of this retrieval: everything below (ranking, and the rows read
-        // through the record cache it invalidates) sees the key as of this point.
-        filter.index = this.keywordIndex.index(apiKeyId);
+        // through the record cache it invalidates) sees the key as of this point. The vector tier
+        // already caught up (knownLiveness) when the key was held then: that copy, still held, is it.
+        if (!filter.index || !this.keywordIndex.holdsCopy(apiKeyId, filter.index)) filter.index = this.keywordIndex.index(apiKeyId);
         this.records.touch(apiKeyId);
       }
       if (vec.hits !== null && vec.store) resolution.vectorStore = vec.store;
@@ -456,7 +457,7 @@ export class RetrievalService implements Retriever {
   private async vectorHits(
     apiKeyId: string,
     query: string,
-    filter: CandidateFilter,
+    filter: Scope,
     settings: ReturnType<SettingsService['memory']>,
     signal: AbortSignal | undefined,
   ): Promise<VectorOutcome> {
@@ -520,7 +521,7 @@ export class RetrievalService implements Retriever {
     }
   }
 
-  private async sqliteVecHits(apiKeyId: string, vector: Float32Array, filter: CandidateFilter, signature: string, signal: AbortSignal | undefined): Promise<VectorOutcome> {
+  private async sqliteVecHits(apiKeyId: string, vector: Float32Array, filter: Scope, signature: string, signal: AbortSignal | undefined): Promise<VectorOutcome> {
     const embedded = { vector };
     try {
       const hits = await this.d.vectors.search({
@@ -550,10 +551,11 @@ export class RetrievalService implements Retriever {
    * entry to pass: it is compared with the search's own instant. A row not held, or holding a value
    * SQLite would compare otherwise (not text), is left to the store's SQL.
    */
-  private knownLiveness(apiKeyId: string, filter: CandidateFilter): KnownLiveness | undefined {
+  private knownLiveness(apiKeyId: string, filter: Scope): KnownLiveness | undefined {
     // The cache is only as current as a held index copy; while the key loads (or without a cache) the store asks SQLite.
     if (!this.records.enabled || !this.keywordIndex.holds(apiKeyId)) return undefined;
-    this.keywordIndex.index(apiKeyId);
+    // The retrieval's catch-up (retrieve reuses it while this copy stays held).
+    filter.index = this.keywordIndex.index(apiKeyId);
     const { nowIso, freshAfterIso, sessionId } = filter;
     return (rowId) => {
       const r = this.records.byRowId(apiKeyId, rowId);

@@ -8,6 +8,7 @@ import { memoryInput } from '../factories';
 import { RetrievalRepository } from '../../src/memory/retrieval.repository';
 import { RetrievalService } from '../../src/memory/retrieval.service';
 import { VectorRepository } from '../../src/vector/sqlite-vec.repository';
+import { KeywordIndexRepository } from '../../src/memory/keyword-index.repository';
 import type { RetrievedItem, RetrieveMode, RetrieveOptions, RetrievalStrategy } from '../../src/memory/retrieval.types';
 import { openStorage } from '../../src/services';
 import { silentLog, testEnv } from '../helpers/env';
@@ -215,6 +216,28 @@ describe('retrieval record cache', () => {
       expect(await vectorIds()).toEqual(['coffee', 'run', 'walk']);
       while (new Date().toISOString() <= soon) await new Promise((r) => setTimeout(r, 50));
       expect(await vectorIds()).toEqual(['coffee', 'run']);
+    } finally {
+      t.close();
+    }
+  });
+
+  it('a warm retrieve catches the key up once: the vector tier\'s catch-up is the ranking\'s while the same index copy is held', async () => {
+    const t = setup();
+    try {
+      t.add('A', 'tea', 'the user likes green tea');
+      t.add('A', 'coffee', 'the user drinks black coffee');
+      await t.retrieve('A', 'green tea');
+      const logHead = jest.spyOn(KeywordIndexRepository.prototype, 'logHead');
+      try {
+        expect((await t.retrieve('A', 'green tea')).length).toBe(2);
+        // warm's check before the embedding, then one catch-up (before: warm, the vector tier's, the ranking's).
+        expect(logHead).toHaveBeenCalledTimes(2);
+      } finally {
+        logHead.mockRestore();
+      }
+      // A write between two retrieves is still seen by the ranking (content and the keyword tier).
+      t.w.db.db.prepare("UPDATE memories SET content = 'the user likes green tea, hot', updated_at = ? WHERE key = 'tea'").run(new Date().toISOString());
+      expect(byKey(await t.retrieve('A', 'green tea')).get('tea')!.content).toBe('the user likes green tea, hot');
     } finally {
       t.close();
     }
