@@ -394,11 +394,6 @@ export class KeywordIndexCache {
     return this.copies.has(apiKeyId);
   }
 
-  /** Whether `index` is the copy held for the key right now (not dropped or reloaded since the caller got it). */
-  holdsCopy(apiKeyId: string, index: TenantKeywordIndex): boolean {
-    return this.copies.get(apiKeyId)?.index === index;
-  }
-
   clear(): void {
     for (const key of [...this.copies.keys()]) this.drop(key);
   }

@@ -199,7 +199,7 @@ export class RetrievalService implements Retriever {
         // The one change-log catch-up of this retrieval: everything below (ranking, and the rows read
         // through the record cache it invalidates) sees the key as of this point. The vector tier
         // already caught up (knownLiveness) when the key was held then: that copy, still held, is it.
-        if (!filter.index || !this.keywordIndex.holdsCopy(apiKeyId, filter.index)) filter.index = this.keywordIndex.index(apiKeyId);
+        if (!filter.index || this.keywordIndex.held(apiKeyId) !== filter.index) filter.index = this.keywordIndex.index(apiKeyId);
         this.records.touch(apiKeyId);
       }
       if (vec.hits !== null && vec.store) resolution.vectorStore = vec.store;

@@ -66,7 +66,7 @@ export class VectorRepository {
 
   /**
    * The meta, the table's existence, the log state and the log head in one statement (issue #14: a
-   * search used to read them in six, ~1 % of a memory-on chat). Each value is as current as a read of
+   * search used to read them in five statements, and the meta twice more: ~6 % of a memory-on chat's profile). Each value is as current as a read of
    * its own: nothing is remembered between calls but the parsed meta object, reused while it reads
    * the same.
    */
