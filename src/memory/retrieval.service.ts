@@ -10,7 +10,7 @@ import type { Logger } from '../logger';
 import type { QueueLayer } from '../queue/queues';
 import { VectorUnavailableError } from '../vector/types';
 import { QDRANT_INDEX_PENDING } from '../vector/qdrant.store';
-import type { VectorStore } from '../vector/types';
+import type { KnownLiveness, VectorStore } from '../vector/types';
 import type { Reranker } from './rerank';
 import type { FusionChoice, RetrievalResolution, RetrievalResult, RetrievalStrategy, RetrievedItem, RetrieveMode, RetrieveOptions, Retriever } from './retrieval.types';
 import { bm25QueryScale, convexFuse, withoutCommonTerms, fts5Idf, ftsMatchOf, minMaxNormalise, ftsQueryTerms, getRelevanceScore, rrfFuse, selectWithinBudget, truncateToTokens, type FusedHit } from './retrieval-scoring';
@@ -197,8 +197,9 @@ export class RetrievalService implements Retriever {
         // synchronous code below never loads a whole key on the event loop (nothing below awaits before it is used).
         while (!this.keywordIndex.holds(apiKeyId)) await this.keywordIndex.warm(apiKeyId);
         // The one change-log catch-up of this retrieval: everything below (ranking, and the rows read
-        // through the record cache it invalidates) sees the key as of this point.
-        filter.index = this.keywordIndex.index(apiKeyId);
+        // through the record cache it invalidates) sees the key as of this point. The vector tier
+        // already caught up (knownLiveness) when the key was held then: that copy, still held, is it.
+        if (!filter.index || this.keywordIndex.held(apiKeyId) !== filter.index) filter.index = this.keywordIndex.index(apiKeyId);
         this.records.touch(apiKeyId);
       }
       if (vec.hits !== null && vec.store) resolution.vectorStore = vec.store;
@@ -456,7 +457,7 @@ export class RetrievalService implements Retriever {
   private async vectorHits(
     apiKeyId: string,
     query: string,
-    filter: CandidateFilter,
+    filter: Scope,
     settings: ReturnType<SettingsService['memory']>,
     signal: AbortSignal | undefined,
   ): Promise<VectorOutcome> {
@@ -520,7 +521,7 @@ export class RetrievalService implements Retriever {
     }
   }
 
-  private async sqliteVecHits(apiKeyId: string, vector: Float32Array, filter: CandidateFilter, signature: string, signal: AbortSignal | undefined): Promise<VectorOutcome> {
+  private async sqliteVecHits(apiKeyId: string, vector: Float32Array, filter: Scope, signature: string, signal: AbortSignal | undefined): Promise<VectorOutcome> {
     const embedded = { vector };
     try {
       const hits = await this.d.vectors.search({
@@ -529,6 +530,7 @@ export class RetrievalService implements Retriever {
         k: this.d.env.MEMORY_VEC_TOP_K,
         filter: { nowIso: filter.nowIso, freshAfterIso: filter.freshAfterIso, sessionId: filter.sessionId, signature },
         signal,
+        known: this.knownLiveness(apiKeyId, filter),
       });
       if (hits.length === 0) return { hits: null, reason: 'vector index has no rows for this key yet' };
       return { hits: hits.filter((h) => h.score >= MIN_VECTOR_SCORE).map((h) => ({ id: h.id, score: h.score })), reason: null };
@@ -537,6 +539,41 @@ export class RetrievalService implements Retriever {
       this.d.log.warn({ err: { message: (err as Error).message } }, 'vector search failed; using keywords');
       return { hits: null, reason: 'vector search failed (degraded to FTS5)' };
     }
+  }
+
+  /**
+   * The vector tier's liveness answers from the record cache (issue #14: the scan's top rows were
+   * joined to memories by one SQL statement per search, ~5 % of a memory-on chat), or undefined when
+   * the cache cannot vouch for the key. The key's index is caught up here first, which drops every
+   * row changed since from the cache (memory_kw_log logs each insert, delete and change of owner,
+   * session, expiry or updated_at, whichever process writes); a row still held is then as current as
+   * SQLite, and its filters are compared as `candidateFilterSql` compares them. Expiry needs no log
+   * entry to pass: it is compared with the search's own instant. A row not held, or holding a value
+   * SQLite would compare otherwise (not text), is left to the store's SQL.
+   */
+  private knownLiveness(apiKeyId: string, filter: Scope): KnownLiveness | undefined {
+    // The cache is only as current as a held index copy; while the key loads (or without a cache) the store asks SQLite.
+    if (!this.records.enabled || !this.keywordIndex.holds(apiKeyId)) return undefined;
+    // The retrieval's catch-up (retrieve reuses it while this copy stays held).
+    filter.index = this.keywordIndex.index(apiKeyId);
+    const { nowIso, freshAfterIso, sessionId } = filter;
+    return (rowId) => {
+      const r = this.records.byRowId(apiKeyId, rowId);
+      if (!r) return undefined;
+      // Both sides are text, and the instants are ASCII: JavaScript's order is SQLite's BINARY order.
+      const expires: unknown = r.expiresAt;
+      if (expires !== null) {
+        if (typeof expires !== 'string') return undefined;
+        if (!(expires > nowIso)) return null;
+      }
+      if (freshAfterIso !== null) {
+        const updated: unknown = r.updatedAt;
+        if (typeof updated !== 'string') return undefined;
+        if (!(updated >= freshAfterIso)) return null;
+      }
+      if (sessionId !== null && r.sessionId !== sessionId) return null;
+      return r.id;
+    };
   }
 
   /** Vector ranking; rows not embedded yet are still reachable through keywords, after the vector hits. */

@@ -83,4 +83,15 @@ describe('dot-scan (WebAssembly SIMD KNN scan)', () => {
     expect(m.has(20) && !m.has(10)).toBe(true);
     expect(m.search(e(1), 0)).toEqual([]);
   });
+
+  it('a tie with the worst kept row, met after the best k are full, goes to the lower memory_id', () => {
+    const m = new DotScanMatrix(dotScanModule()!, 4, 8);
+    const e0 = new Float32Array([1, 0, 0, 0]);
+    const near = new Float32Array([0.6, 0.8, 0, 0]);
+    for (const id of [50, 40, 90, 10, 70]) m.set(id, e0);
+    m.set(5, near);
+    expect(m.search(e0, 1).map((h) => h.rowId)).toEqual([10]);
+    expect(m.search(e0, 2).map((h) => h.rowId)).toEqual([10, 40]);
+    expect(m.search(e0, 6).map((h) => h.rowId)).toEqual([10, 40, 50, 70, 90, 5]);
+  });
 });

@@ -1,12 +1,13 @@
 import type { Db } from '../db/connection';
 import { nowIso } from '../db/connection';
-import { VectorRepository, type KnnCandidate, type VecFilterParams } from './sqlite-vec.repository';
+import { VectorRepository, type KnnCandidate, type VecFilterParams, type VecSearchState } from './sqlite-vec.repository';
 import { parseSignature, vectorSignature } from './signature';
 import { VecScanCache } from './vec-scan-cache';
 import {
   VectorInputError,
   VectorUnavailableError,
   type KnnFilter,
+  type KnownLiveness,
   type PendingReindexRow,
   type SignatureInput,
   type UpsertManyResult,
@@ -73,6 +74,14 @@ function toBlob(v: Float32Array): Buffer {
   return Buffer.from(v.buffer, v.byteOffset, v.byteLength);
 }
 
+/** The stored index a search or write works against. */
+interface ReadyIndex {
+  dim: number;
+  quantization: VecQuantization;
+  signature: string;
+  lastResetAt: string | null;
+}
+
 function filterParams(f: KnnFilter): VecFilterParams {
   return { nowIso: f.nowIso, freshAfterIso: f.freshAfterIso || null, sessionId: f.sessionId || null };
 }
@@ -95,6 +104,8 @@ export class SqliteVecStore implements VectorStore {
   private readonly exactScanMaxRows: number;
   /** In-memory tenant copies scanned with WebAssembly SIMD (issue #14); vec0 serves what they cannot. */
   readonly scanCache: VecScanCache;
+  /** The last index readyIndex answered for, by the meta object it came from. */
+  private lastReady: { meta: VecMeta; ix: ReadyIndex } | null = null;
 
   constructor(
     private readonly db: Db,
@@ -119,7 +130,7 @@ export class SqliteVecStore implements VectorStore {
 
   /** The signature the current vec_memories table was built for (null before the first rebuild). */
   currentSignature(): string | null {
-    return this.repo.readMeta().signature;
+    return this.repo.readSignature();
   }
 
   /** The signature vectors of this resolution get here (`…:int8` when stored as int8), or null while the width is unknown. */
@@ -164,17 +175,21 @@ export class SqliteVecStore implements VectorStore {
 
   // The table's shape comes from the stored signature, never from the env: flipping
   // MEMORY_VEC_QUANTIZATION only takes effect at the next rebuild.
-  private readyIndex(expectedSignature: string | undefined): { dim: number; quantization: VecQuantization; signature: string; lastResetAt: string | null } {
+  private readyIndex(expectedSignature: string | undefined, state?: VecSearchState): ReadyIndex {
     if (!this.vecLoaded) throw new VectorUnavailableError('extension_not_loaded', 'sqlite-vec is not loaded');
-    const meta = this.repo.readMeta();
-    if (!this.repo.tableExists() || meta.activeDim === null || meta.signature === null) {
+    const meta = state ? state.meta : this.repo.readMeta();
+    if (!(state ? state.tableExists : this.repo.tableExists()) || meta.activeDim === null || meta.signature === null) {
       throw new VectorUnavailableError('index_not_built', 'the vector index has not been built yet');
     }
     if (expectedSignature !== undefined && meta.signature !== expectedSignature) {
       throw new VectorUnavailableError('signature_mismatch', `the vector index is for ${meta.signature}, not ${expectedSignature}`);
     }
+    // The same meta object (searchState reuses it while it reads the same) gives the same answer: not parsed again.
+    if (this.lastReady?.meta === meta) return this.lastReady.ix;
     const parsed = parseSignature(meta.signature);
-    return { dim: meta.activeDim, quantization: parsed?.quantization ?? 'none', signature: meta.signature, lastResetAt: meta.lastResetAt };
+    const ix: ReadyIndex = { dim: meta.activeDim, quantization: parsed?.quantization ?? 'none', signature: meta.signature, lastResetAt: meta.lastResetAt };
+    this.lastReady = { meta, ix };
+    return ix;
   }
 
   private upsertInTx(row: VectorUpsertRow, dim: number, quantization: VecQuantization): UpsertResult {
@@ -261,8 +276,10 @@ export class SqliteVecStore implements VectorStore {
    * over-fetch, doubling retries and an exact scan when the filters are selective. Throws
    * VectorUnavailableError whenever the caller should fall back to keywords.
    */
-  knn(apiKeyId: string, vector: Float32Array, k: number, filter: KnnFilter): VectorHit[] {
-    const ix = this.readyIndex(filter.signature);
+  knn(apiKeyId: string, vector: Float32Array, k: number, filter: KnnFilter, known?: KnownLiveness): VectorHit[] {
+    // One statement for everything below needs to know of the index and its change log.
+    const state = this.vecLoaded ? this.repo.searchState() : undefined;
+    const ix = this.readyIndex(filter.signature, state);
     if (vector.length !== ix.dim) {
       throw new VectorUnavailableError('dimension_mismatch', `query has ${vector.length} dimensions, the index has ${ix.dim}`);
     }
@@ -274,12 +291,23 @@ export class SqliteVecStore implements VectorStore {
     const f = filterParams(filter);
 
     // The tenant's in-memory copy when it has one (WebAssembly SIMD scan, exact cosine), else vec0.
-    const table = { signature: ix.signature, lastResetAt: ix.lastResetAt, dim: ix.dim, quantization: ix.quantization };
     const scanned = (n: number): KnnCandidate[] | null => {
-      const top = this.scanCache.search(apiKeyId, table, unit, n);
+      const top = this.scanCache.search(apiKeyId, ix, unit, n, state);
       if (!top) return null;
-      const live = top.length ? this.repo.liveIds(apiKeyId, top.map((t) => t.rowId), f) : new Map<number, string>();
-      return top.map((t) => ({ rowId: t.rowId, distance: t.distance, id: live.get(t.rowId) ?? null }));
+      const out: KnnCandidate[] = new Array(top.length);
+      let unknown: number[] | null = null;
+      for (let i = 0; i < top.length; i++) {
+        const t = top[i]!;
+        const id = known ? known(t.rowId) : undefined;
+        out[i] = { rowId: t.rowId, distance: t.distance, id: id ?? null };
+        if (id === undefined) (unknown ??= []).push(t.rowId);
+      }
+      // The rows the caller could not vouch for: one statement joins them to memories under the filters.
+      if (unknown) {
+        const live = this.repo.liveIds(apiKeyId, unknown, f);
+        for (const c of out) if (c.id === null) c.id = live.get(c.rowId) ?? null;
+      }
+      return out;
     };
     let fetch = want;
     let eligible: number | null = null;
@@ -299,7 +327,7 @@ export class SqliteVecStore implements VectorStore {
 
   async search(q: VectorSearchQuery): Promise<VectorHit[]> {
     if (q.signal?.aborted) throw new VectorUnavailableError('aborted', 'the search was cancelled');
-    return this.knn(q.apiKeyId, q.vector, q.k, q.filter);
+    return this.knn(q.apiKeyId, q.vector, q.k, q.filter, q.known);
   }
 
   async count(): Promise<number> {

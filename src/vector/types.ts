@@ -86,6 +86,13 @@ export interface PendingReindexRow {
   apiKeyId: string;
 }
 
+/**
+ * What the caller already knows of a row's liveness under the search's tenant and filters: the public
+ * id when the row is the tenant's and passes them, null when it does not, undefined when the caller
+ * does not know (the store then asks SQLite). Only an answer as current as SQLite may be given.
+ */
+export type KnownLiveness = (rowId: number) => string | null | undefined;
+
 /** One vector search: the tenant's k nearest live memories (tenant, expiry, retention and session are the store's job). */
 export interface VectorSearchQuery {
   apiKeyId: string;
@@ -93,6 +100,8 @@ export interface VectorSearchQuery {
   k: number;
   filter: KnnFilter;
   signal?: AbortSignal;
+  /** Liveness the caller holds (sqlite-vec's scan copy uses it for the rows it covers; other stores ignore it). */
+  known?: KnownLiveness;
 }
 
 /** Whether a store can serve searches right now, and why not. */

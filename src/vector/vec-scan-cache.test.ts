@@ -134,6 +134,74 @@ describe('SqliteVecStore with the in-memory WebAssembly scan (issue #14)', () =>
     logSince.mockRestore();
   });
 
+  it('a warm search reads SQLite once when nothing changed and the caller vouches for every top row (index state in one statement, no liveIds)', () => {
+    const env = testEnv();
+    const api = open(env);
+    const dim = 8;
+    const r = rng(31);
+    const rows = api.create(Array.from({ length: 30 }, () => memoryInput({ apiKeyId: 't' })));
+    api.store.rebuild(`static:m:${dim}`, dim);
+    put(api.store, rows, () => randomUnit(dim, r));
+    const q = randomUnit(dim, r);
+    const plain = api.store.knn('t', q, 5, { nowIso: now() }); // loads the copy
+    const idOf = new Map(rows.map((m) => [m.rowId, m.id]));
+    const proto = Object.getPrototypeOf(api.s.db.db.prepare('SELECT 1')) as Record<'get' | 'all' | 'iterate' | 'run', (...a: unknown[]) => unknown>;
+    const spies = (['get', 'all', 'iterate', 'run'] as const).map((m) => jest.spyOn(proto, m));
+    try {
+      expect(api.store.knn('t', q, 5, { nowIso: now() }, (rowId) => idOf.get(rowId))).toEqual(plain);
+      // Before: the meta (readyIndex), the table check, the log state, the log head and liveIds: five.
+      expect(spies.reduce((n, s) => n + s.mock.calls.length, 0)).toBe(1);
+    } finally {
+      spies.forEach((s) => s.mockRestore());
+    }
+  });
+
+  it("uses the caller's liveness for the rows it answers and asks SQLite only for the rest", () => {
+    const env = testEnv();
+    const api = open(env);
+    const dim = 4;
+    const q = new Float32Array([1, 0, 0, 0]);
+    const rows = api.create(Array.from({ length: 6 }, () => memoryInput({ apiKeyId: 't' })));
+    api.store.rebuild(`static:m:${dim}`, dim);
+    // Row i is the i-th nearest.
+    put(api.store, rows, (m) => new Float32Array([1, rows.indexOf(m) / 10, 0, 0]));
+    const expired = new Date(Date.now() - 60_000).toISOString();
+    const expire = api.s.db.db.prepare('UPDATE memories SET expires_at = ? WHERE memory_id = ?');
+    expire.run(expired, rows[0]!.rowId);
+    expire.run(expired, rows[2]!.rowId);
+    const plain = api.store.knn('t', q, 3, { nowIso: now() }).map((h) => h.id);
+    expect(plain).toEqual([rows[1]!.id, rows[3]!.id, rows[4]!.id]);
+    const liveIds = jest.spyOn((api.store as unknown as { repo: { liveIds: (...a: unknown[]) => Map<number, string> } }).repo, 'liveIds');
+    try {
+      // Row 0: the caller knows it is not live; row 1: the caller's id; the rest: unknown, asked of SQLite.
+      const known = (rowId: number) => (rowId === rows[0]!.rowId ? null : rowId === rows[1]!.rowId ? rows[1]!.id : undefined);
+      expect(api.store.knn('t', q, 3, { nowIso: now() }, known).map((h) => h.id)).toEqual(plain);
+      // The first pass's top three were rows 0, 1, 2: only row 2 went to SQL (before: all three).
+      expect(liveIds.mock.calls[0]![1]).toEqual([rows[2]!.rowId]);
+    } finally {
+      liveIds.mockRestore();
+    }
+  });
+
+  it("another connection's table drop, rebuild for another model and re-creation are seen by the next search", () => {
+    const env = testEnv();
+    const api = open(env);
+    const worker = open(env, 0);
+    const dim = 4;
+    const q = new Float32Array([1, 0, 0, 0]);
+    const rows = worker.create(Array.from({ length: 5 }, () => memoryInput({ apiKeyId: 't' })));
+    worker.store.rebuild(`static:m:${dim}`, dim);
+    put(worker.store, rows, () => q);
+    expect(api.store.knn('t', q, 5, { nowIso: now(), signature: `static:m:${dim}` })).toHaveLength(5);
+    worker.s.db.db.exec('DROP TABLE vec_memories');
+    expect(() => api.store.knn('t', q, 5, { nowIso: now(), signature: `static:m:${dim}` })).toThrow(expect.objectContaining({ reason: 'index_not_built' }));
+    worker.store.rebuild('static:other:4', 4);
+    expect(() => api.store.knn('t', q, 5, { nowIso: now(), signature: `static:m:${dim}` })).toThrow(expect.objectContaining({ reason: 'signature_mismatch' }));
+    expect(api.store.knn('t', q, 5, { nowIso: now(), signature: 'static:other:4' })).toEqual([]);
+    put(worker.store, rows.slice(0, 2), () => q);
+    expect(api.store.knn('t', q, 5, { nowIso: now(), signature: 'static:other:4' }).map((h) => h.id).sort()).toEqual(rows.slice(0, 2).map((m) => m.id).sort());
+  });
+
   it('reloads a tenant whose unseen log entries were pruned', () => {
     const env = testEnv();
     const api = open(env);

@@ -10,6 +10,12 @@ export interface VecTableIdentity {
   quantization: VecQuantization;
 }
 
+/** The change log's generation and head, read by the caller (sqlite-vec.repository.ts searchState). */
+export interface VecLogSnapshot {
+  log: { generation: number };
+  head: number;
+}
+
 interface TenantCopy {
   matrix: DotScanMatrix;
   /** The change-log sequence number this copy reflects. */
@@ -44,7 +50,8 @@ export function decodeVector(raw: Buffer, dim: number, quantization: VecQuantiza
  */
 export class VecScanCache {
   private readonly copies = new Map<string, TenantCopy>();
-  private identity: string | null = null;
+  /** The table and log generation the copies belong to. */
+  private identity: (VecTableIdentity & { generation: number }) | null = null;
   private held = 0;
 
   constructor(
@@ -75,23 +82,31 @@ export class VecScanCache {
    * The tenant's k nearest rows by exact cosine over its current vectors (filters not applied:
    * the caller joins memories), or null when the tenant cannot be copied (disabled, over budget).
    */
-  search(apiKeyId: string, table: VecTableIdentity, unit: Float32Array, k: number): ScanHit[] | null {
-    const copy = this.current(apiKeyId, table);
+  search(apiKeyId: string, table: VecTableIdentity, unit: Float32Array, k: number, log?: VecLogSnapshot): ScanHit[] | null {
+    const copy = this.current(apiKeyId, table, log);
     return copy ? copy.matrix.search(unit, k) : null;
   }
 
-  private current(apiKeyId: string, table: VecTableIdentity): TenantCopy | null {
+  /** `snapshot`: the log's generation and head as the caller just read them (one statement with the meta), else read here. */
+  private current(apiKeyId: string, table: VecTableIdentity, snapshot: VecLogSnapshot | undefined): TenantCopy | null {
     const module = dotScanModule();
     if (this.budgetBytes <= 0 || !module) return null;
-    const log = this.repo.logState();
-    const identity = `${table.signature}\u0000${table.lastResetAt ?? ''}\u0000${log.generation}\u0000${table.dim}\u0000${table.quantization}`;
-    if (identity !== this.identity) {
+    const generation = snapshot ? snapshot.log.generation : this.repo.logState().generation;
+    const id = this.identity;
+    if (
+      !id ||
+      id.signature !== table.signature ||
+      id.lastResetAt !== table.lastResetAt ||
+      id.generation !== generation ||
+      id.dim !== table.dim ||
+      id.quantization !== table.quantization
+    ) {
       this.clear();
-      this.identity = identity;
+      this.identity = { signature: table.signature, lastResetAt: table.lastResetAt, generation, dim: table.dim, quantization: table.quantization };
     }
     let copy = this.copies.get(apiKeyId);
     // Nothing logged since the copy's catch-up (its seq is the whole log's head then): no log read.
-    if (copy && this.repo.logHead() === copy.seq) {
+    if (copy && (snapshot ? snapshot.head : this.repo.logHead()) === copy.seq) {
       this.copies.delete(apiKeyId); // re-inserted: Map order is the LRU order
       this.copies.set(apiKeyId, copy);
       return copy;

@@ -7,6 +7,8 @@
 import { memoryInput } from '../factories';
 import { RetrievalRepository } from '../../src/memory/retrieval.repository';
 import { RetrievalService } from '../../src/memory/retrieval.service';
+import { VectorRepository } from '../../src/vector/sqlite-vec.repository';
+import { KeywordIndexRepository } from '../../src/memory/keyword-index.repository';
 import type { RetrievedItem, RetrieveMode, RetrieveOptions, RetrievalStrategy } from '../../src/memory/retrieval.types';
 import { openStorage } from '../../src/services';
 import { silentLog, testEnv } from '../helpers/env';
@@ -164,6 +166,78 @@ describe('retrieval record cache', () => {
       expect((await t.retrieve('A', 'green tea', 'hybrid')).map((i) => i.memory.id)).not.toContain(a.id);
       const movedToB = await t.retrieve('B', 'green tea', 'hybrid');
       expect(movedToB.every((i) => i.memory.apiKeyId === 'B')).toBe(true);
+    } finally {
+      t.close();
+    }
+  });
+
+  it("the vector tier judges held rows live from the cache (no liveIds SQL when warm), and sees another connection's expiry, session and retention changes at the next retrieve", async () => {
+    const t = setup();
+    const vectorIds = async (over: Partial<RetrieveOptions> = {}) => {
+      // No query word matches: every item is a vector hit.
+      const r = await t.retrieval.retrieve('A', { query: 'zebra', strategy: 'semantic', maxTokens: 4000, retentionDays: 0, ...over }, { preview: true });
+      expect(r.items.every((i) => i.tier === 'vector')).toBe(true);
+      return r.items.map((i) => i.memory.key).sort();
+    };
+    try {
+      t.add('A', 'tea', 'the user likes green tea');
+      t.add('A', 'walk', 'the user walks the dog at seven');
+      const coffee = t.add('A', 'coffee', 'the user drinks black coffee');
+      t.add('A', 'run', 'the user runs on sundays');
+      t.w.db.db.prepare("UPDATE memories SET session_id = 's1' WHERE id = ?").run(coffee.id);
+      expect(await vectorIds()).toEqual(['coffee', 'run', 'tea', 'walk']);
+      const liveIds = jest.spyOn(VectorRepository.prototype, 'liveIds');
+      try {
+        expect(await vectorIds()).toEqual(['coffee', 'run', 'tea', 'walk']);
+        expect(liveIds).not.toHaveBeenCalled();
+      } finally {
+        liveIds.mockRestore();
+      }
+      const select = (key: string) => t.w.db.db.prepare('SELECT id FROM memories WHERE key = ?').pluck().get(key) as string;
+
+      // Expiry set by the worker (its own connection, its repository).
+      t.w.memory.update(select('tea'), { expiresAt: new Date(Date.now() - 60_000).toISOString() }, worker);
+      expect(await vectorIds()).toEqual(['coffee', 'run', 'walk']);
+
+      // A session change in bare SQL: the session scope follows it.
+      expect(await vectorIds({ scope: 'session', sessionId: 's1' })).toEqual(['coffee']);
+      t.w.db.db.prepare("UPDATE memories SET session_id = 's2' WHERE id = ?").run(coffee.id);
+      expect(await vectorIds({ scope: 'session', sessionId: 's1' })).toEqual([]);
+      expect(await vectorIds({ scope: 'session', sessionId: 's2' })).toEqual(['coffee']);
+
+      // Retention: a row last asserted three days ago is outside a one-day window.
+      expect(await vectorIds({ retentionDays: 1 })).toEqual(['coffee', 'run', 'walk']);
+      t.w.db.db.prepare('UPDATE memories SET updated_at = ? WHERE key = ?').run(new Date(Date.now() - 3 * 86_400_000).toISOString(), 'run');
+      expect(await vectorIds({ retentionDays: 1 })).toEqual(['coffee', 'walk']);
+
+      // An expiry that passes with time alone (no write after the row was cached) is compared with the retrieve's instant.
+      const soon = new Date(Date.now() + 300).toISOString();
+      t.w.db.db.prepare('UPDATE memories SET expires_at = ? WHERE key = ?').run(soon, 'walk');
+      expect(await vectorIds()).toEqual(['coffee', 'run', 'walk']);
+      while (new Date().toISOString() <= soon) await new Promise((r) => setTimeout(r, 50));
+      expect(await vectorIds()).toEqual(['coffee', 'run']);
+    } finally {
+      t.close();
+    }
+  });
+
+  it('a warm retrieve catches the key up once: the vector tier\'s catch-up is the ranking\'s while the same index copy is held', async () => {
+    const t = setup();
+    try {
+      t.add('A', 'tea', 'the user likes green tea');
+      t.add('A', 'coffee', 'the user drinks black coffee');
+      await t.retrieve('A', 'green tea');
+      const logHead = jest.spyOn(KeywordIndexRepository.prototype, 'logHead');
+      try {
+        expect((await t.retrieve('A', 'green tea')).length).toBe(2);
+        // warm's check before the embedding, then one catch-up (before: warm, the vector tier's, the ranking's).
+        expect(logHead).toHaveBeenCalledTimes(2);
+      } finally {
+        logHead.mockRestore();
+      }
+      // A write between two retrieves is still seen by the ranking (content and the keyword tier).
+      t.w.db.db.prepare("UPDATE memories SET content = 'the user likes green tea, hot', updated_at = ? WHERE key = 'tea'").run(new Date().toISOString());
+      expect(byKey(await t.retrieve('A', 'green tea')).get('tea')!.content).toBe('the user likes green tea, hot');
     } finally {
       t.close();
     }
