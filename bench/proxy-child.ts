@@ -5,7 +5,8 @@
  *   node proxy-child.js api <dist root>    the real api (`startApi` of the build under <dist root>) with its env
  * It talks to the parent over IPC: {type:'ready', port} once listening; answers {cmd:'stats'} with its
  * CPU time and RSS (peak since the last {cmd:'stats', reset:true}; with detail:true also process.memoryUsage()), {cmd:'memory', enabled} by switching
- * memory on or off, {cmd:'profile', action:'start'|'stop', file} with a V8 CPU profile of the span between.
+ * memory on or off, {cmd:'profile', action:'start'|'stop', file} with a V8 CPU profile of the span between,
+ * {cmd:'heap', file?} with the memory after two full collections (and a heap snapshot written to file).
  */
 import fs from 'node:fs';
 import http from 'node:http';
@@ -13,9 +14,10 @@ import inspector from 'node:inspector';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import v8 from 'node:v8';
+import vm from 'node:vm';
 
 interface Msg {
-  cmd: 'stats' | 'memory' | 'profile' | 'exit';
+  cmd: 'stats' | 'memory' | 'profile' | 'heap' | 'exit';
   reset?: boolean;
   detail?: boolean;
   enabled?: boolean;
@@ -96,6 +98,17 @@ async function runApi(root: string): Promise<void> {
           fs.writeFileSync(m.file!, JSON.stringify(profile));
         }
         send({ type: 'profile' });
+      } else if (m.cmd === 'heap') {
+        // What is live, not what is garbage not yet collected: two full collections, then the breakdown (and a snapshot when asked).
+        const before = process.memoryUsage();
+        v8.setFlagsFromString('--expose-gc');
+        const gc = vm.runInNewContext('gc') as () => void;
+        gc();
+        gc();
+        const memory = process.memoryUsage();
+        const spaces = Object.fromEntries(v8.getHeapSpaceStatistics().map((x) => [x.space_name, { size: x.space_size, used: x.space_used_size }]));
+        if (m.file) v8.writeHeapSnapshot(m.file);
+        send({ type: 'heap', before, memory, spaces });
       } else if (m.cmd === 'exit') {
         process.exit(0);
       }
