@@ -104,7 +104,7 @@ function spawnChild(label: string, args: string[], env: NodeJS.ProcessEnv): Benc
 }
 
 /** Builds the database once: one key with `n` memories and their static-model vectors, memory settings as in the issue's runs. */
-async function buildDatabase(dir: string, redisUrl: string, modelFolder: string, n: number, corpus: Corpus): Promise<{ secret: string; seconds: number }> {
+export async function buildDatabase(dir: string, redisUrl: string, modelFolder: string, n: number, corpus: Corpus): Promise<{ secret: string; seconds: number }> {
   const t0 = performance.now();
   const env = loadEnv({ NODE_ENV: 'test', DATA_DIR: dir, QUEUE_PREFIX: `bench-pt-seed-${crypto.randomBytes(4).toString('hex')}`, MANAGEMENT_TOKEN: crypto.randomBytes(24).toString('hex'), LOG_LEVEL: 'silent', REDIS_URL: redisUrl, MEMORY_STATIC_MODEL: modelFolder });
   const ctx = buildApiContext(env, createLogger('silent', 'bench'));
@@ -382,6 +382,17 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
           const mbs = (x: number) => f1(x / 1_048_576);
           const sp = (n: string) => h.spaces[n] ?? { size: 0, used: 0 };
           liveRows.push({ mode, target: t.label, 'rss MB': mbs(m.rss), 'heap used MB': mbs(m.heapUsed), 'old space used / size': `${mbs(sp('old_space').used)} / ${mbs(sp('old_space').size)}`, 'new space size': mbs(sp('new_space').size), 'code + large object': mbs(sp('code_space').size + sp('large_object_space').size), 'external MB': mbs(m.external), 'array buffers MB': mbs(m.arrayBuffers), 'rest (native) MB': mbs(m.rss - m.heapTotal - m.external) });
+        }
+      }
+      if (o.heapDir) {
+        // What a chat allocates (sampled, collected objects included) over a 5 s run per build: .heapprofile files.
+        for (const t of apis) {
+          const file = path.join(o.heapDir, `${t.label.replace(/\W+/g, '-')}-${memory ? 'memory-on' : 'memory-off'}.heapprofile`);
+          await t.api!.call({ cmd: 'alloc', action: 'start' }, 'alloc');
+          const r = await load(t, queries, Math.min(5, o.durationS), offset);
+          offset += r.completed + 1000;
+          await t.api!.call({ cmd: 'alloc', action: 'stop', file }, 'alloc');
+          console.log(`allocation profile, ${t.label}, ${mode}: ${r.completed} requests (${file})`);
         }
       }
       if (o.profileDir) {
