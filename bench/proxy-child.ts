@@ -5,7 +5,9 @@
  *   node proxy-child.js api <dist root>    the real api (`startApi` of the build under <dist root>) with its env
  * It talks to the parent over IPC: {type:'ready', port} once listening; answers {cmd:'stats'} with its
  * CPU time and RSS (peak since the last {cmd:'stats', reset:true}; with detail:true also process.memoryUsage()), {cmd:'memory', enabled} by switching
- * memory on or off, {cmd:'profile', action:'start'|'stop', file} with a V8 CPU profile of the span between.
+ * memory on or off, {cmd:'profile', action:'start'|'stop', file} with a V8 CPU profile of the span between,
+ * {cmd:'alloc', action:'start'|'stop', file} with a sampled allocation profile (.heapprofile, collected objects included),
+ * {cmd:'heap', file?} with the memory after two full collections (and a heap snapshot written to file).
  */
 import fs from 'node:fs';
 import http from 'node:http';
@@ -13,9 +15,10 @@ import inspector from 'node:inspector';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import v8 from 'node:v8';
+import vm from 'node:vm';
 
 interface Msg {
-  cmd: 'stats' | 'memory' | 'profile' | 'exit';
+  cmd: 'stats' | 'memory' | 'profile' | 'alloc' | 'heap' | 'exit';
   reset?: boolean;
   detail?: boolean;
   enabled?: boolean;
@@ -24,6 +27,40 @@ interface Msg {
 }
 
 const send = (m: unknown) => process.send?.(m);
+
+/**
+ * Resident bytes by kind of mapping (Linux /proc/self/smaps; empty elsewhere): the process's files (node, libraries),
+ * malloc's main heap ([heap]) and anonymous mappings (V8's heap pages, ArrayBuffers, WebAssembly memories, malloc's
+ * per-thread arenas), and the largest anonymous mappings by resident size.
+ */
+function residentByMapping(): { kinds: Record<string, number>; largest: string[] } {
+  let text: string;
+  try {
+    text = fs.readFileSync('/proc/self/smaps', 'utf8');
+  } catch {
+    return { kinds: {}, largest: [] };
+  }
+  const kinds: Record<string, number> = {};
+  const anon: Array<{ desc: string; rss: number }> = [];
+  let kind = 'other';
+  let desc = '';
+  for (const line of text.split('\n')) {
+    const head = /^([0-9a-f]+)-([0-9a-f]+) (\S+) \S+ \S+ \S+\s*(.*)$/.exec(line);
+    if (head) {
+      const name = head[4]!;
+      kind = name === '[heap]' ? 'malloc main heap' : name.startsWith('/') ? 'files' : name === '' ? 'anonymous' : 'other';
+      desc = `${head[1]} ${head[3]} ${((parseInt(head[2]!, 16) - parseInt(head[1]!, 16)) / 1_048_576).toFixed(1)} MB mapped`;
+      continue;
+    }
+    const rss = /^Rss:\s+(\d+) kB/.exec(line);
+    if (rss) {
+      kinds[kind] = (kinds[kind] ?? 0) + Number(rss[1]) * 1024;
+      if (kind === 'anonymous') anon.push({ desc, rss: Number(rss[1]) * 1024 });
+    }
+  }
+  anon.sort((x, y) => y.rss - x.rss);
+  return { kinds, largest: anon.slice(0, 20).map((x) => `${(x.rss / 1_048_576).toFixed(1)} MB resident: ${x.desc}`) };
+}
 
 /** A canned non-streaming completion after a fixed delay: the cheapest upstream that still looks like the real wire format. */
 async function runUpstream(delayMs: number): Promise<void> {
@@ -96,6 +133,27 @@ async function runApi(root: string): Promise<void> {
           fs.writeFileSync(m.file!, JSON.stringify(profile));
         }
         send({ type: 'profile' });
+      } else if (m.cmd === 'alloc') {
+        // Sampled allocations by site, the collected ones included: what a chat allocates, garbage or not.
+        if (m.action === 'start') {
+          await post('HeapProfiler.enable');
+          await post('HeapProfiler.startSampling', { samplingInterval: 16_384, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+        } else {
+          const { profile } = (await post('HeapProfiler.stopSampling')) as { profile: unknown };
+          fs.writeFileSync(m.file!, JSON.stringify(profile));
+        }
+        send({ type: 'alloc' });
+      } else if (m.cmd === 'heap') {
+        // What is live, not what is garbage not yet collected: two full collections, then the breakdown (and a snapshot when asked).
+        const before = process.memoryUsage();
+        v8.setFlagsFromString('--expose-gc');
+        const gc = vm.runInNewContext('gc') as () => void;
+        gc();
+        gc();
+        const memory = process.memoryUsage();
+        const spaces = Object.fromEntries(v8.getHeapSpaceStatistics().map((x) => [x.space_name, { size: x.space_size, used: x.space_used_size }]));
+        if (m.file) v8.writeHeapSnapshot(m.file);
+        send({ type: 'heap', before, memory, spaces, maps: residentByMapping() });
       } else if (m.cmd === 'exit') {
         process.exit(0);
       }

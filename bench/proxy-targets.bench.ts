@@ -9,6 +9,7 @@
  *
  * Options: --before=<dir holding src/api.js's dist root>  --duration=<s>  --memories=<n per key>
  *          --profile=<dir> (an extra profiled run per build and mode: .cpuprofile files + top self-time table)
+ *          --heap=<dir> (after each mode: the live memory after two full GCs and a .heapsnapshot per build)
  */
 import crypto from 'node:crypto';
 import { fork, type ChildProcess } from 'node:child_process';
@@ -39,6 +40,7 @@ interface Options {
   memories: number;
   profileDir: string | null;
   nodeOptions: string | null;
+  heapDir: string | null;
 }
 
 function parseOptions(args: string[]): Options {
@@ -50,6 +52,7 @@ function parseOptions(args: string[]): Options {
     memories: Number(opt('memories') ?? 10_000),
     profileDir: opt('profile') ? path.resolve(opt('profile')!) : null,
     nodeOptions: opt('node-options'),
+    heapDir: opt('heap') ? path.resolve(opt('heap')!) : null,
   };
 }
 
@@ -101,7 +104,7 @@ function spawnChild(label: string, args: string[], env: NodeJS.ProcessEnv): Benc
 }
 
 /** Builds the database once: one key with `n` memories and their static-model vectors, memory settings as in the issue's runs. */
-async function buildDatabase(dir: string, redisUrl: string, modelFolder: string, n: number, corpus: Corpus): Promise<{ secret: string; seconds: number }> {
+export async function buildDatabase(dir: string, redisUrl: string, modelFolder: string, n: number, corpus: Corpus): Promise<{ secret: string; seconds: number }> {
   const t0 = performance.now();
   const env = loadEnv({ NODE_ENV: 'test', DATA_DIR: dir, QUEUE_PREFIX: `bench-pt-seed-${crypto.randomBytes(4).toString('hex')}`, MANAGEMENT_TOKEN: crypto.randomBytes(24).toString('hex'), LOG_LEVEL: 'silent', REDIS_URL: redisUrl, MEMORY_STATIC_MODEL: modelFolder });
   const ctx = buildApiContext(env, createLogger('silent', 'bench'));
@@ -331,6 +334,7 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
     const seq: Record<string, unknown>[] = [];
     const thr: Record<string, unknown>[] = [];
     const memRows: Record<string, unknown>[] = [];
+    const liveRows: Record<string, unknown>[] = [];
     const res = new Map<string, { seq: Map<string, number[]>; load: Map<string, LoadResult> }>();
     let offset = 0;
     for (const memory of [false, true]) {
@@ -367,6 +371,30 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
         const mbs = (x: number) => f1(x / 1_048_576);
         memRows.push({ mode, target: t.label, 'rss MB': mbs(m.rss), 'heap total MB': mbs(m.heapTotal), 'of it new space': mbs(sp.new_space ?? 0), 'old space': mbs(sp.old_space ?? 0), 'heap used MB': mbs(m.heapUsed), 'external MB': mbs(m.external), 'array buffers MB': mbs(m.arrayBuffers), 'rest (native) MB': mbs(m.rss - m.heapTotal - m.external) });
       }
+      // What of it is live: after two full collections (only at the end, or per mode with --heap, so the memory-on
+      // peak starts from the same heap as in runs without it). --heap also writes a .heapsnapshot per build and mode.
+      if (memory || o.heapDir) {
+        if (o.heapDir) fs.mkdirSync(o.heapDir, { recursive: true });
+        for (const t of apis) {
+          const file = o.heapDir ? path.join(o.heapDir, `${t.label.replace(/\W+/g, '-')}-${memory ? 'memory-on' : 'memory-off'}.heapsnapshot`) : undefined;
+          const h = (await t.api!.call({ cmd: 'heap', file }, 'heap')) as { memory: NodeJS.MemoryUsage; spaces: Record<string, { size: number; used: number }> };
+          const m = h.memory;
+          const mbs = (x: number) => f1(x / 1_048_576);
+          const sp = (n: string) => h.spaces[n] ?? { size: 0, used: 0 };
+          liveRows.push({ mode, target: t.label, 'rss MB': mbs(m.rss), 'heap used MB': mbs(m.heapUsed), 'old space used / size': `${mbs(sp('old_space').used)} / ${mbs(sp('old_space').size)}`, 'new space size': mbs(sp('new_space').size), 'code + large object': mbs(sp('code_space').size + sp('large_object_space').size), 'external MB': mbs(m.external), 'array buffers MB': mbs(m.arrayBuffers), 'rest (native) MB': mbs(m.rss - m.heapTotal - m.external) });
+        }
+      }
+      if (o.heapDir) {
+        // What a chat allocates (sampled, collected objects included) over a 5 s run per build: .heapprofile files.
+        for (const t of apis) {
+          const file = path.join(o.heapDir, `${t.label.replace(/\W+/g, '-')}-${memory ? 'memory-on' : 'memory-off'}.heapprofile`);
+          await t.api!.call({ cmd: 'alloc', action: 'start' }, 'alloc');
+          const r = await load(t, queries, Math.min(5, o.durationS), offset);
+          offset += r.completed + 1000;
+          await t.api!.call({ cmd: 'alloc', action: 'stop', file }, 'alloc');
+          console.log(`allocation profile, ${t.label}, ${mode}: ${r.completed} requests (${file})`);
+        }
+      }
       if (o.profileDir) {
         fs.mkdirSync(o.profileDir, { recursive: true });
         for (const t of apis) {
@@ -389,6 +417,8 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
     console.table(thr);
     console.log('\napi memory right after each mode\'s load runs (process.memoryUsage()):');
     console.table(memRows);
+    console.log('\napi memory after two full collections (what is live), at the end of the run' + (o.heapDir ? ` and after each mode (heap snapshots in ${o.heapDir})` : '') + ':');
+    console.table(liveRows);
 
     const off = res.get('memory off')!;
     const on = res.get(`memory on (hybrid, ${o.memories / 1000}k/key)`)!;

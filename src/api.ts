@@ -5,6 +5,7 @@ import { AdminSessionService } from './auth/admin-sessions.service';
 import { ApiKeyService } from './auth/api-keys.service';
 import { resolveManagementToken } from './auth/management-token';
 import { loadEnv, type Env } from './config/env';
+import { limitHeapGrowth } from './heap-growth';
 import type { ApiContext } from './http/api-context';
 import { openServices } from './services';
 import { rerankerFromEnv } from './memory/rerank';
@@ -95,6 +96,8 @@ function contextSteps(ctx: ApiContext): Array<[string, () => Promise<void> | voi
 
 /** Starts the api: env → db → queues → app → listen, with an ordered shutdown. */
 export async function startApi(env: Env, log: Logger, opts: { dbFile?: string; exit?: (code: number) => void } = {}): Promise<RunningApi> {
+  // Before anything is loaded: the memory-on chat load's garbage otherwise grows the heap to ~4× its live size.
+  if (limitHeapGrowth(env.API_HEAP_GROWING_PERCENT)) log.debug({ percent: env.API_HEAP_GROWING_PERCENT }, 'V8 heap growth capped');
   const ctx = buildApiContext(env, log, opts);
   const metrics = new Metrics('api');
   if (ctx.retrieval instanceof RetrievalService) registerQdrantFallbackMetric(metrics.registry, ctx.retrieval);

@@ -2,7 +2,7 @@ import Database from 'better-sqlite3';
 import { memoryInput } from '../../test/factories';
 import { tempStorage } from '../../test/helpers/storage';
 import { mulberry32 as rng } from '../../test/helpers/prng';
-import { bestFirst, KeywordIndexCache, TenantKeywordIndex, type KeywordFilter, type KeywordHit } from './keyword-index';
+import { bestSlots, KeywordIndexCache, TenantKeywordIndex, type KeywordFilter, type KeywordHit } from './keyword-index';
 import { KeywordIndexRepository } from './keyword-index.repository';
 import { ftsMatchOf } from './retrieval-scoring';
 
@@ -163,12 +163,21 @@ describe('TenantKeywordIndex bookkeeping', () => {
     }
   });
 
-  it('bestFirst keeps the same top as a full sort', () => {
+  it('bestSlots keeps the same top as a full sort of hit objects, ties by row id', () => {
     const r = rng(9);
-    const hits = Array.from({ length: 5000 }, (_, i) => ({ rowId: i, bm25: -Math.round(r() * 50) / 10 }));
-    const sorted = [...hits].sort((x, y) => x.bm25 - y.bm25 || x.rowId - y.rowId);
-    expect(bestFirst([...hits], 100)).toEqual(sorted.slice(0, 100));
-    expect(bestFirst([...hits], 3000)).toEqual(sorted.slice(0, 3000));
+    const n = 5000;
+    // Scores on a coarse grid, so many tie and the row-id order decides; row ids not in slot order.
+    const scores = Float64Array.from({ length: n }, () => Math.round(r() * 50) / 10 + 0.1);
+    const rowIds = Array.from({ length: n }, (_, s) => (s * 7919) % 10007);
+    const sorted = Array.from({ length: n }, (_, s) => ({ rowId: rowIds[s]!, bm25: -scores[s]! })).sort((x, y) => x.bm25 - y.bm25 || x.rowId - y.rowId);
+    for (const limit of [1, 100, 3000, Infinity]) {
+      const slots = Int32Array.from({ length: n }, (_, s) => s);
+      const best = [...bestSlots(slots, n, limit, scores, rowIds)].map((s) => ({ rowId: rowIds[s]!, bm25: -scores[s]! }));
+      expect(best).toEqual(sorted.slice(0, limit));
+    }
+    // Only the first `count` slots are candidates.
+    const slots = Int32Array.from({ length: n }, (_, s) => n - 1 - s);
+    expect([...bestSlots(slots, 10, 3, scores, rowIds)]).toEqual([...Int32Array.from({ length: 10 }, (_, i) => n - 1 - i)].sort((a, c) => scores[c]! - scores[a]! || rowIds[a]! - rowIds[c]!).slice(0, 3));
   });
 
   it('drops the least recently used key past the budget, never the one being queried', () => {

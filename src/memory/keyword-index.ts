@@ -50,43 +50,48 @@ class IntList {
   }
 }
 
-const better = (x: KeywordHit, y: KeywordHit) => x.bm25 - y.bm25 || x.rowId - y.rowId;
-
-/** The `limit` best hits in order; a bounded heap when they are few of many (a common word matches thousands of rows). */
-export function bestFirst(hits: KeywordHit[], limit: number): KeywordHit[] {
-  if (hits.length <= limit * 4) return hits.sort(better).slice(0, limit);
-  // Max-heap (by `better`) of the best `limit` so far: its root is the worst of them.
-  const heap: KeywordHit[] = [];
-  const worse = (i: number, j: number) => better(heap[i]!, heap[j]!) > 0;
-  const swap = (i: number, j: number) => {
-    const t = heap[i]!;
-    heap[i] = heap[j]!;
-    heap[j] = t;
-  };
-  for (const h of hits) {
-    if (heap.length < limit) {
-      heap.push(h);
-      for (let i = heap.length - 1; i > 0; ) {
+/**
+ * The `limit` best of the first `count` slots in `slots`, best first, in the keyword tier's order (higher
+ * score, i.e. lower bm25, first; ties: lower row id first, as FTS5's `ORDER BY bm25, rowid`), without an object per candidate: a sort of
+ * the slots themselves when they are few, else a bounded heap of slot numbers. Reorders `slots`.
+ */
+export function bestSlots(slots: Int32Array, count: number, limit: number, scores: Float64Array, rowIds: readonly number[]): Int32Array {
+  // The sign of `bm25(a) - bm25(c)` with bm25 = -score (negation is exact), then the row ids.
+  const cmp = (a: number, c: number) => scores[c]! - scores[a]! || rowIds[a]! - rowIds[c]!;
+  if (count <= limit * 4) return slots.subarray(0, count).sort(cmp).subarray(0, Math.min(count, limit));
+  // Max-heap (by cmp) of the best `limit` so far: its root is the worst of them.
+  const heap = new Int32Array(limit);
+  let size = 0;
+  for (let k = 0; k < count; k++) {
+    const s = slots[k]!;
+    if (size < limit) {
+      let i = size++;
+      heap[i] = s;
+      while (i > 0) {
         const p = (i - 1) >> 1;
-        if (!worse(i, p)) break;
-        swap(i, p);
+        if (cmp(heap[i]!, heap[p]!) <= 0) break;
+        const t = heap[i]!;
+        heap[i] = heap[p]!;
+        heap[p] = t;
         i = p;
       }
-    } else if (better(h, heap[0]!) < 0) {
-      heap[0] = h;
+    } else if (cmp(s, heap[0]!) < 0) {
+      heap[0] = s;
       for (let i = 0; ; ) {
         const l = 2 * i + 1;
         const r = l + 1;
-        let m = i;
-        if (l < heap.length && worse(l, m)) m = l;
-        if (r < heap.length && worse(r, m)) m = r;
-        if (m === i) break;
-        swap(i, m);
-        i = m;
+        let w = i;
+        if (l < size && cmp(heap[l]!, heap[w]!) > 0) w = l;
+        if (r < size && cmp(heap[r]!, heap[w]!) > 0) w = r;
+        if (w === i) break;
+        const t = heap[i]!;
+        heap[i] = heap[w]!;
+        heap[w] = t;
+        i = w;
       }
     }
   }
-  return heap.sort(better);
+  return heap.subarray(0, size).sort(cmp);
 }
 
 /** Rough bytes of a JS string of this length (header + UTF-16 worst case is not needed: one byte per Latin char). */
@@ -116,6 +121,8 @@ export class TenantKeywordIndex {
   private textBytes = 0;
   private postingEntries = 0;
   private scores = new Float64Array(0);
+  /** Scratch of search(): the slots a query matched (sized with `scores`). */
+  private touched = new Int32Array(0);
 
   /** Rows of the key. */
   get rows(): number {
@@ -216,9 +223,16 @@ export class TenantKeywordIndex {
     if (this.live === 0 || terms.length === 0) return [];
     const { k1, b } = FTS5_BM25;
     const avg = this.totalLen / this.live;
-    if (this.scores.length < this.rowIds.length) this.scores = new Float64Array(Math.max(64, this.rowIds.length * 2));
+    if (this.scores.length < this.rowIds.length) {
+      this.scores = new Float64Array(Math.max(64, this.rowIds.length * 2));
+      this.touched = new Int32Array(this.scores.length);
+    }
     const scores = this.scores;
-    const touched: number[] = [];
+    // The matching slots, in a scratch array kept with the scores: a common word matches thousands of
+    // rows, and an object per match (plus the array of them) was the largest allocation of a chat's
+    // keyword tier; only the `limit` best become hit objects.
+    const touched = this.touched;
+    let n = 0;
     for (const term of new Set(terms)) {
       const id = this.termIds.get(term);
       if (id === undefined || this.df[id] === 0) continue;
@@ -229,18 +243,21 @@ export class TenantKeywordIndex {
         const slot = data[i]!;
         if (!this.alive[slot]) continue;
         const tf = data[i + 1]!;
-        if (scores[slot] === 0) touched.push(slot);
+        if (scores[slot] === 0) touched[n++] = slot;
         scores[slot] += (idf * (tf * (k1 + 1))) / (tf + k1 * (1 - b + (b * this.lens[slot]!) / avg));
       }
     }
-    const hits: KeywordHit[] = [];
-    for (const slot of touched) {
-      const score = scores[slot]!;
-      scores[slot] = 0;
-      if (!this.passes(slot, filter)) continue;
-      hits.push({ rowId: this.rowIds[slot]!, bm25: -score });
+    let m = 0;
+    for (let i = 0; i < n; i++) {
+      const slot = touched[i]!;
+      if (this.passes(slot, filter)) touched[m++] = slot;
+      else scores[slot] = 0;
     }
-    return bestFirst(hits, limit);
+    const best = bestSlots(touched, m, limit, scores, this.rowIds);
+    const hits: KeywordHit[] = new Array(best.length);
+    for (let i = 0; i < best.length; i++) hits[i] = { rowId: this.rowIds[best[i]!]!, bm25: -scores[best[i]!]! };
+    for (let i = 0; i < m; i++) scores[touched[i]!] = 0;
+    return hits;
   }
 
   /** candidateFilterSql's predicate on the slot's columns (ISO strings compare as SQLite compares them). */
@@ -298,6 +315,7 @@ export class TenantKeywordIndex {
     for (const terms of this.slotTerms) for (let i = 0; i < terms.length; i++) terms[i] = termRemap[terms[i]!]!;
     this.dead = 0;
     this.scores = new Float64Array(0);
+    this.touched = new Int32Array(0);
   }
 }
 

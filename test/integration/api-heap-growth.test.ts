@@ -1,0 +1,21 @@
+import v8 from 'node:v8';
+import { startApi } from '../../src/api';
+import { silentLog, testEnv } from '../helpers/env';
+
+describe('api process: V8 heap growth cap (API_HEAP_GROWING_PERCENT)', () => {
+  afterEach(() => jest.restoreAllMocks());
+
+  it('startApi caps the growth at 30% by default, at the configured value, and leaves V8 alone at 0', async () => {
+    // Mocked: the test process's own heap keeps V8's defaults.
+    const set = jest.spyOn(v8, 'setFlagsFromString').mockImplementation(() => undefined);
+    for (const [value, expected] of [[undefined, ['--heap-growing-percent=30']], ['45', ['--heap-growing-percent=45']], ['0', []]] as const) {
+      set.mockClear();
+      const api = await startApi(testEnv({ PORT: '0', API_HEAP_GROWING_PERCENT: value }), silentLog());
+      try {
+        expect(set.mock.calls.map((c) => c[0])).toEqual(expected);
+      } finally {
+        await api.stop();
+      }
+    }
+  });
+});
