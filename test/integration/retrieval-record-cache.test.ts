@@ -9,6 +9,7 @@ import { RetrievalRepository } from '../../src/memory/retrieval.repository';
 import { RetrievalService } from '../../src/memory/retrieval.service';
 import { VectorRepository } from '../../src/vector/sqlite-vec.repository';
 import { KeywordIndexRepository } from '../../src/memory/keyword-index.repository';
+import type { KnownLiveness } from '../../src/vector/types';
 import type { RetrievedItem, RetrieveMode, RetrieveOptions, RetrievalStrategy } from '../../src/memory/retrieval.types';
 import { openStorage } from '../../src/services';
 import { silentLog, testEnv } from '../helpers/env';
@@ -238,6 +239,57 @@ describe('retrieval record cache', () => {
       // A write between two retrieves is still seen by the ranking (content and the keyword tier).
       t.w.db.db.prepare("UPDATE memories SET content = 'the user likes green tea, hot', updated_at = ? WHERE key = 'tea'").run(new Date().toISOString());
       expect(byKey(await t.retrieve('A', 'green tea')).get('tea')!.content).toBe('the user likes green tea, hot');
+    } finally {
+      t.close();
+    }
+  });
+
+  it("the vector tier's cached liveness answers as liveIds' SQL does, for every filter, after another connection's writes in any timestamp format", async () => {
+    const t = setup();
+    try {
+      let seed = 20261204;
+      const rnd = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 4294967296);
+      const pick = <T,>(a: readonly T[]): T => a[Math.floor(rnd() * a.length)]!;
+      const rows = Array.from({ length: 24 }, (_, i) => t.add(i % 3 === 2 ? 'B' : 'A', `k${i}`, `note ${i}`));
+      const at = (ms: number) => new Date(Date.now() + ms).toISOString();
+      // toISOString's, SQLite's datetime(), no milliseconds, a bare date: compared as text on both sides.
+      const format = (iso: string) => pick([iso, iso.replace('T', ' ').replace('Z', ''), `${iso.slice(0, 19)}Z`, iso.slice(0, 10)]);
+      const day = 86_400_000;
+      const sql = (text: string, ...args: unknown[]) => t.w.db.db.prepare(text).run(...args);
+      const knownOf = (key: string, scope: { nowIso: string; freshAfterIso: string | null; sessionId: string | null }) =>
+        (t.retrieval as unknown as { knownLiveness(k: string, s: object): KnownLiveness | undefined }).knownLiveness(key, { ...scope, apiKeyId: key, index: null });
+      const answered = { live: 0, notLive: 0 };
+      for (let step = 0; step < 60; step++) {
+        const id = pick(rows).id;
+        const op = step % 5;
+        if (op === 0) sql('UPDATE memories SET expires_at = ? WHERE id = ?', pick([null, format(at(-day)), format(at(day)), format(at(-60_000)), format(at(60_000))]), id);
+        else if (op === 1) sql('UPDATE memories SET session_id = ? WHERE id = ?', pick([null, '', 's1', 's2']), id);
+        else if (op === 2) sql('UPDATE memories SET updated_at = ? WHERE id = ?', pick([format(at(-3 * day)), format(at(0))]), id);
+        else if (op === 3) sql('UPDATE memories SET api_key_id = ? WHERE id = ?', pick(['A', 'B']), id);
+        else if (step % 15 === 4) sql('DELETE FROM memories WHERE id = ?', id);
+        for (const key of ['A', 'B']) {
+          // Fills the record cache with the key's rows (and catches its index up).
+          await t.retrieval.retrieve(key, { query: 'zebra', strategy: 'semantic', maxTokens: 16000, retentionDays: 0 }, { preview: true });
+          for (const sessionId of [null, 's1', 's2']) {
+            for (const freshAfterIso of [null, at(-day)]) {
+              const scope = { nowIso: at(0), freshAfterIso, sessionId };
+              const known = knownOf(key, scope);
+              expect(known).toBeDefined();
+              for (const r of rows) {
+                const v = known!(t.s.memory.getRecord(r.id)?.rowId ?? -1);
+                if (v === null) answered.notLive++;
+                else if (v !== undefined) answered.live++;
+              }
+              const filter = { ...scope, signature: SIGNATURE };
+              expect(t.s.vectors.knn(key, unit(), 64, filter, known)).toEqual(t.s.vectors.knn(key, unit(), 64, filter));
+            }
+          }
+        }
+      }
+      // The cache answered both ways and the scan copies were used (the comparison above is not SQL against SQL).
+      expect(t.s.vectors.scanCache.tenants).toBe(2);
+      expect(answered.live).toBeGreaterThan(100);
+      expect(answered.notLive).toBeGreaterThan(100);
     } finally {
       t.close();
     }
