@@ -135,7 +135,8 @@ export class QueueLayer {
     const queue = JOBS[name].queue as QueueName;
     // BullMQ answers with the id of the job that holds the deduplication id, which is ours only when we won.
     const added = (id: string | undefined) => ({ jobId: id ?? opts.jobId, queue, via: 'queue' as const, deduplicated: id !== undefined && id !== opts.jobId });
-    if (this.role === 'api' && (JOBS[name] as JobSpec).durable === true) {
+    // Once closed (shutdown), one by one as below: the database may close before the turn ends.
+    if (this.role === 'api' && !this.closed && (JOBS[name] as JobSpec).durable === true) {
       // One per chat on the api's request path: the turn's jobs share one SQLite commit and one Redis round trip.
       return new Promise<EnqueueResult>((resolve, reject) => {
         this.pendingDurable.push({ name, data, opts, queue, resolve, reject });
@@ -196,9 +197,14 @@ export class QueueLayer {
   private async flushDurable(batch: PendingDurable[]): Promise<void> {
     try {
       const tracked = this.recordDurable(batch);
-      const byQueue = new Map<QueueName, number[]>();
-      batch.forEach((b, i) => byQueue.set(b.queue, [...(byQueue.get(b.queue) ?? []), i]));
-      await Promise.all([...byQueue].map(([queue, idx]) => this.addDurable(queue, idx.map((i) => batch[i]), idx.map((i) => tracked[i]))));
+      const byQueue = new Map<QueueName, { items: PendingDurable[]; tracked: boolean[] }>();
+      batch.forEach((b, i) => {
+        const group = byQueue.get(b.queue) ?? { items: [], tracked: [] };
+        group.items.push(b);
+        group.tracked.push(tracked[i]);
+        byQueue.set(b.queue, group);
+      });
+      await Promise.all([...byQueue].map(([queue, g]) => this.addDurable(queue, g.items, g.tracked)));
     } catch (err) {
       // SQLite failed under the outbox path (closed, disk full): as enqueue, the callers see the error. Settled promises ignore it.
       for (const b of batch) b.reject(err);
