@@ -237,7 +237,8 @@ export class QueueLayer {
   private async addDurable(queue: QueueName, items: PendingDurable[], tracked: boolean[]): Promise<void> {
     if (this.isReady()) {
       try {
-        // One job alone goes as a plain add: addBulk wraps its scripts in MULTI/EXEC, which costs more CPU for one.
+        // One job alone goes as a plain add (addBulk's pipeline costs more CPU for one). A pipeline that fails
+        // part-way may have added some: all go to the outbox, and the relay's re-add of one Redis holds is a no-op (same id).
         const q = this.queue(queue);
         const add = items.length === 1 ? q.add(items[0].name, items[0].data, items[0].opts).then((j) => [j]) : q.addBulk(items.map((i) => ({ name: i.name, data: i.data, opts: i.opts })));
         const jobs = await withTimeout(add, API_ADD_TIMEOUT_MS, `redis did not take the jobs within ${API_ADD_TIMEOUT_MS} ms`);
