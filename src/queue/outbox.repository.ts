@@ -100,24 +100,9 @@ export class OutboxRepository {
     this.insertTracked.run(jobName, jobId, JSON.stringify(payload), now, now);
   }
 
-  /**
-   * addTracked for many jobs in one write transaction (the api's chats of one event-loop turn): one
-   * commit instead of one per job. All or none: a transaction SQLite refuses writes no record.
-   */
-  addTrackedMany(jobs: { jobName: string; jobId: string; payload: unknown }[], now: string): void {
-    if (jobs.length === 0) return;
-    this.db.transaction(() => jobs.forEach((j) => this.addTracked(j.jobName, j.jobId, j.payload, now))).immediate();
-  }
-
   /** Redis did not take a tracked job: the relay moves it at once, like any outbox row. */
   markUnqueued(jobName: string, jobId: string): void {
     this.db.prepare('UPDATE outbox SET queued_at = NULL WHERE job_name = ? AND job_id = ? AND quarantined_at IS NULL AND done_at IS NULL').run(jobName, jobId);
-  }
-
-  /** markUnqueued for many jobs in one transaction (a batch Redis did not take). */
-  markUnqueuedMany(jobs: { jobName: string; jobId: string }[]): void {
-    if (jobs.length === 0) return;
-    this.db.transaction(() => jobs.forEach((j) => this.markUnqueued(j.jobName, j.jobId))).immediate();
   }
 
   /**

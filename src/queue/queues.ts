@@ -60,16 +60,6 @@ function prepareOutboxRow(r: OutboxRow): { queue: QueueName; job: { name: JobNam
   return { queue: JOBS[name].queue as QueueName, job: { name, data, opts } };
 }
 
-/** A durable job the api accepted in this event-loop turn, waiting for the turn's one commit and one add (QueueLayer.flushDurable). */
-interface PendingDurable {
-  name: JobName;
-  data: unknown;
-  opts: JobsOptions & { jobId: string };
-  queue: QueueName;
-  resolve: (r: EnqueueResult) => void;
-  reject: (err: unknown) => void;
-}
-
 /** How long a done tombstone or a quarantined durable record is kept (as long as a failed extract-facts job in Redis). */
 const DURABLE_RETENTION_MS = 24 * 3600 * 1000;
 
@@ -86,9 +76,6 @@ export class QueueLayer {
   private readonly queues = new Map<QueueName, Queue>();
   private readonly outbox: OutboxRepository;
   private closed = false;
-  /** Durable jobs of the current turn (api), and the batches whose add is still in flight. */
-  private pendingDurable: PendingDurable[] = [];
-  private readonly durableFlushes = new Set<Promise<void>>();
 
   constructor(
     readonly env: Env,
@@ -124,8 +111,6 @@ export class QueueLayer {
 
   /**
    * Validates the payload, derives the job id and adds the job (api: or stores it in the outbox).
-   * In the api, durable jobs are gathered for the rest of the event-loop turn and written and added
-   * together (flushDurable); the promise settles when this job's record and add are done.
    * For a job with a deduplication id (the reindex singleton) the result names the job that really
    * holds it — the one Redis kept, or the pending outbox row — and says whether this call lost.
    */
@@ -135,14 +120,6 @@ export class QueueLayer {
     const queue = JOBS[name].queue as QueueName;
     // BullMQ answers with the id of the job that holds the deduplication id, which is ours only when we won.
     const added = (id: string | undefined) => ({ jobId: id ?? opts.jobId, queue, via: 'queue' as const, deduplicated: id !== undefined && id !== opts.jobId });
-    // Once closed (shutdown), one by one as below: the database may close before the turn ends.
-    if (this.role === 'api' && !this.closed && (JOBS[name] as JobSpec).durable === true) {
-      // One per chat on the api's request path: the turn's jobs share one SQLite commit and one Redis round trip.
-      return new Promise<EnqueueResult>((resolve, reject) => {
-        this.pendingDurable.push({ name, data, opts, queue, resolve, reject });
-        if (this.pendingDurable.length === 1) setImmediate(() => this.startDurableFlush());
-      });
-    }
     // A durable job is recorded in SQLite first, whatever happens to Redis after (see claimDurable).
     // A record SQLite cannot take (disk full, busy past its timeout) does not stop the add: the job
     // then runs untracked, as it did before records existed.
@@ -178,84 +155,6 @@ export class QueueLayer {
     }
     this.outbox.add(name, opts.jobId, data, nowIso());
     return { jobId: opts.jobId, queue, via: 'outbox', deduplicated: false };
-  }
-
-  /** Flushes the pending durable jobs, keeping the flush until it settles (close() waits for it). */
-  private startDurableFlush(): void {
-    if (this.pendingDurable.length === 0) return;
-    const flush = this.flushDurable(this.pendingDurable.splice(0));
-    this.durableFlushes.add(flush);
-    void flush.finally(() => this.durableFlushes.delete(flush));
-  }
-
-  /**
-   * The api's durable jobs of one event-loop turn: their records in one SQLite transaction (written
-   * before anything is offered to Redis, and before the first await: a close() that flushes writes
-   * them at once), then one addBulk per queue within the api's wait. What Redis does not take goes
-   * to the outbox, as enqueue does for one job. Never rejects: each caller's promise carries its outcome.
-   */
-  private async flushDurable(batch: PendingDurable[]): Promise<void> {
-    try {
-      const tracked = this.recordDurable(batch);
-      const byQueue = new Map<QueueName, { items: PendingDurable[]; tracked: boolean[] }>();
-      batch.forEach((b, i) => {
-        const group = byQueue.get(b.queue) ?? { items: [], tracked: [] };
-        group.items.push(b);
-        group.tracked.push(tracked[i]);
-        byQueue.set(b.queue, group);
-      });
-      await Promise.all([...byQueue].map(([queue, g]) => this.addDurable(queue, g.items, g.tracked)));
-    } catch (err) {
-      // SQLite failed under the outbox path (closed, disk full): as enqueue, the callers see the error. Settled promises ignore it.
-      for (const b of batch) b.reject(err);
-    }
-  }
-
-  /** Writes the batch's records (one commit); a batch SQLite refuses is retried one by one, and a job whose record fails runs untracked. */
-  private recordDurable(batch: PendingDurable[]): boolean[] {
-    const now = nowIso();
-    try {
-      this.outbox.addTrackedMany(
-        batch.map((b) => ({ jobName: b.name, jobId: b.opts.jobId, payload: b.data })),
-        now,
-      );
-      return batch.map(() => true);
-    } catch {
-      return batch.map((b) => {
-        try {
-          this.outbox.addTracked(b.name, b.opts.jobId, b.data, now);
-          return true;
-        } catch (err) {
-          this.log.warn({ job: b.name, jobId: b.opts.jobId, err: { message: (err as Error).message } }, 'could not record the durable job in SQLite; adding it untracked');
-          return false;
-        }
-      });
-    }
-  }
-
-  /** Adds one queue's part of a batch (one round trip); when Redis does not take it, the outbox does. */
-  private async addDurable(queue: QueueName, items: PendingDurable[], tracked: boolean[]): Promise<void> {
-    if (this.isReady()) {
-      try {
-        // One job alone goes as a plain add (addBulk's pipeline costs more CPU for one). A pipeline that fails
-        // part-way may have added some: all go to the outbox, and the relay's re-add of one Redis holds is a no-op (same id).
-        const q = this.queue(queue);
-        const add = items.length === 1 ? q.add(items[0].name, items[0].data, items[0].opts).then((j) => [j]) : q.addBulk(items.map((i) => ({ name: i.name, data: i.data, opts: i.opts })));
-        const jobs = await withTimeout(add, API_ADD_TIMEOUT_MS, `redis did not take the jobs within ${API_ADD_TIMEOUT_MS} ms`);
-        items.forEach((it, k) => {
-          const id = jobs[k]?.id;
-          it.resolve({ jobId: id ?? it.opts.jobId, queue, via: 'queue', deduplicated: id !== undefined && id !== it.opts.jobId });
-        });
-        return;
-      } catch (err) {
-        this.log.warn({ job: items[0].name, jobIds: items.map((i) => i.opts.jobId), err: { message: (err as Error).message } }, 'could not add jobs; stored in the outbox');
-      }
-    }
-    this.outbox.markUnqueuedMany(items.filter((_, k) => tracked[k]).map((i) => ({ jobName: i.name, jobId: i.opts.jobId })));
-    items.forEach((it, k) => {
-      if (!tracked[k]) this.outbox.add(it.name, it.opts.jobId, it.data, nowIso());
-      it.resolve({ jobId: it.opts.jobId, queue, via: 'outbox', deduplicated: false });
-    });
   }
 
   /**
@@ -433,17 +332,11 @@ export class QueueLayer {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    // This turn's durable jobs: their records are written now, while SQLite is surely open; their
-    // add fails with the connection below and they stay in the outbox. Waited for (bounded by the
-    // add's own wait), so no flush writes after the caller closes the database.
-    this.startDurableFlush();
-    const flushes = [...this.durableFlushes];
     // Disconnect first, then let every queue's initialisation settle while its error listener is
     // still attached: BullMQ's close() drops the listeners at once, and an initialisation that fails
     // after that (the socket closing under it) is emitted as an 'error' nobody hears, which kills
     // the process. Bounded, so a close never waits on Redis.
     this.connection.disconnect();
-    await Promise.allSettled(flushes);
     const queues = [...this.queues.values()];
     await withTimeout(Promise.allSettled(queues.map((q) => q.waitUntilReady())), 2000).catch(() => undefined);
     await Promise.allSettled(queues.map((q) => q.close()));

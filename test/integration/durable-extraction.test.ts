@@ -1,6 +1,4 @@
 import http from 'node:http';
-import path from 'node:path';
-import Database from 'better-sqlite3';
 import type { AddressInfo } from 'node:net';
 import IORedis from 'ioredis';
 import { UnrecoverableError } from 'bullmq';
@@ -158,87 +156,5 @@ describe('durable extract-facts records', () => {
     expect(t.ctx.queues.pruneOutbox()).toEqual({ done: 0, quarantined: 0 });
     expect(t.ctx.queues.pruneOutbox(Date.now() + 25 * 3600 * 1000)).toEqual({ done: 0, quarantined: 1 });
     expect(t.ctx.queues.outboxQuarantinedCount()).toBe(0);
-  });
-  describe("the api's durable jobs of one event-loop turn (one commit, one add)", () => {
-    const payload = (i: number, tag: string) => ({ apiKeyId: key.id, sessionId: null, userText: `I prefer editor${i} for project${i}.`, requestId: `${tag}-${i}` });
-    const expected = (n: number) => Array.from({ length: n }, (_, i) => `prefers editor${i} for project${i}`).sort();
-    it('N jobs accepted in one turn: N records in one SQLite commit, N jobs in one Redis round trip, each extracted once', async () => {
-      const n = 16;
-      const extraction = t.ctx.queues.queue('extraction');
-      await extraction.waitUntilReady();
-      // Watches the real add (calls through): one addBulk, BullMQ's one-pipeline add, for the turn.
-      const bulk = jest.spyOn(extraction, 'addBulk');
-      const single = jest.spyOn(extraction, 'add');
-      const db = t.ctx.db.db;
-      db.pragma('wal_checkpoint(TRUNCATE)');
-
-      const results = await Promise.all(Array.from({ length: n }, (_, i) => t.ctx.queues.enqueue('extract-facts', payload(i, 'turn'))));
-      // WAL frames written since the truncate: one commit per record writes its table and index pages
-      // again each time (several frames per record); one commit for the turn writes each page once.
-      const [{ log: frames }] = db.pragma('wal_checkpoint(PASSIVE)') as { log: number }[];
-      expect(frames).toBeLessThan(n);
-      expect(bulk).toHaveBeenCalledTimes(1);
-      expect(bulk.mock.calls[0][0].map((j) => j.opts?.jobId)).toEqual(Array.from({ length: n }, (_, i) => `extract-turn-${i}`));
-      expect(single).not.toHaveBeenCalled();
-      bulk.mockRestore();
-      single.mockRestore();
-      expect(results.map((r) => r.jobId)).toEqual(Array.from({ length: n }, (_, i) => `extract-turn-${i}`));
-      expect(results.every((r) => r.via === 'queue' && !r.deduplicated)).toBe(true);
-      expect(t.ctx.queues.outboxTrackedCount()).toBe(n);
-      expect(t.ctx.queues.outboxCount()).toBe(0);
-      expect(await extraction.getJobCountByTypes('waiting')).toBe(n);
-
-      workers.push(await startWorker(t.env, silentLog()));
-      await waitUntil(() => rows().length === n && t.ctx.queues.outboxTrackedCount() === 0, 30_000, `${n} facts`);
-      expect(rows().map((r) => r.content)).toEqual(expected(n));
-      expect(rows().every((r) => r.reassert_count === 0)).toBe(true);
-      expect(events()).toBe(n);
-    });
-
-    it('Redis stops answering while a batch is in flight: all N go to the outbox and each is extracted once', async () => {
-      const n = 12;
-      const extraction = t.ctx.queues.queue('extraction');
-      await extraction.waitUntilReady();
-      const admin = new IORedis(redis.url, { maxRetriesPerRequest: 1 });
-      admin.on('error', () => undefined);
-      // Redis holds every command for 2 s: the batch's records are written, its add outlives the api's wait.
-      try {
-        await admin.call('CLIENT', 'PAUSE', '2000', 'ALL');
-      } finally {
-        admin.disconnect();
-      }
-      const results = await Promise.all(Array.from({ length: n }, (_, i) => t.ctx.queues.enqueue('extract-facts', payload(i, 'paused'))));
-      expect(results.every((r) => r.via === 'outbox')).toBe(true);
-      expect(t.ctx.queues.outboxCount()).toBe(n);
-      expect(t.ctx.queues.outboxTrackedCount()).toBe(0);
-
-      // The held add lands when Redis resumes, and the relay adds the same jobs again (same ids): each still runs its facts once.
-      workers.push(await startWorker(t.env, silentLog()));
-      await waitUntil(() => rows().length === n && t.ctx.queues.outboxCount() === 0 && t.ctx.queues.outboxTrackedCount() === 0, 30_000, `${n} facts`).catch(
-        (err: Error) => {
-          throw new Error(`${err.message}; landed ${rows().length}, pending ${t.ctx.queues.outboxCount()}, tracked ${t.ctx.queues.outboxTrackedCount()}`);
-        },
-      );
-      await waitUntil(async () => (await extraction.getJobCountByTypes('waiting', 'active', 'delayed')) === 0, 10_000, 'queue drained');
-      expect(rows().map((r) => r.content)).toEqual(expected(n));
-      expect(rows().every((r) => r.reassert_count === 0)).toBe(true);
-      expect(events()).toBe(n);
-    });
-
-    it('jobs accepted in the turn the api shuts down are all in SQLite, pending, when it has closed its queues and database', async () => {
-      const n = 8;
-      await t.ctx.queues.queue('extraction').waitUntilReady();
-      const pending = Array.from({ length: n }, (_, i) => t.ctx.queues.enqueue('extract-facts', payload(i, 'closing')));
-      // The api's shutdown order: queues, then SQLite, with no turn boundary promised in between.
-      await t.ctx.queues.close();
-      t.ctx.db.close();
-      const results = await Promise.all(pending);
-      expect(results.every((r) => r.via === 'outbox')).toBe(true);
-      const file = new Database(path.join(t.env.DATA_DIR, 'engram.db'), { readonly: true });
-      const ids = (file.prepare("SELECT job_id FROM outbox WHERE job_name = 'extract-facts' AND queued_at IS NULL AND done_at IS NULL ORDER BY job_id").all() as { job_id: string }[]).map((r) => r.job_id);
-      file.close();
-      // The next process's relay moves these rows.
-      expect(ids).toEqual(Array.from({ length: n }, (_, i) => `extract-closing-${i}`).sort());
-    });
   });
 });
