@@ -16,6 +16,8 @@ RUN npm run build && npm prune --omit=dev
 
 FROM node:20-bookworm-slim
 ENV NODE_ENV=production DATA_DIR=/data HOST=0.0.0.0 PORT=20128
+# glibc: 2 malloc arenas instead of up to 8 per core (native memory freed by one thread is reused by the others; src/heap-growth.ts).
+ENV MALLOC_ARENA_MAX=2
 WORKDIR /app
 COPY --from=build /app/node_modules node_modules
 COPY --from=build /app/dist dist

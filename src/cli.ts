@@ -15,6 +15,7 @@ import { ExportService } from './memory/export.service';
 import { openDatabase } from './db/connection';
 import { migrate } from './db/migrate';
 import { createLogger } from './logger';
+import { childMemoryEnv } from './heap-growth';
 import { JobEventsHub } from './queue/job-events';
 import { QUEUE_NAMES, type QueueName } from './config/queue-names';
 import { QueueLayer } from './queue/queues';
@@ -90,7 +91,7 @@ async function up(): Promise<void> {
   }
   const self = process.argv[1];
   for (const role of ['api', 'worker']) {
-    const child = spawn(process.execPath, [self, role], { stdio: 'inherit', env: process.env });
+    const child = spawn(process.execPath, [self, role], { stdio: 'inherit', env: childMemoryEnv(process.env) });
     children.push(child);
     child.on('error', (err) => {
       log.error({ role, err: { message: err.message } }, 'could not start child process; stopping engram');

@@ -1,5 +1,5 @@
 import v8 from 'node:v8';
-import { limitHeapGrowth } from './heap-growth';
+import { childMemoryEnv, limitHeapGrowth } from './heap-growth';
 
 describe('limitHeapGrowth', () => {
   afterEach(() => jest.restoreAllMocks());
@@ -12,5 +12,15 @@ describe('limitHeapGrowth', () => {
     set.mockClear();
     expect(limitHeapGrowth(0)).toBe(false);
     expect(set).not.toHaveBeenCalled();
+  });
+});
+
+describe('childMemoryEnv', () => {
+  it("gives the children glibc's MALLOC_ARENA_MAX=2 unless the operator set it, and leaves the parent's env alone", () => {
+    const parent: NodeJS.ProcessEnv = { PATH: '/bin', LOG_LEVEL: 'info' };
+    expect(childMemoryEnv(parent)).toEqual({ PATH: '/bin', LOG_LEVEL: 'info', MALLOC_ARENA_MAX: '2' });
+    expect(parent.MALLOC_ARENA_MAX).toBeUndefined();
+    expect(childMemoryEnv({ ...parent, MALLOC_ARENA_MAX: '' }).MALLOC_ARENA_MAX).toBe('2');
+    expect(childMemoryEnv({ ...parent, MALLOC_ARENA_MAX: '8' }).MALLOC_ARENA_MAX).toBe('8');
   });
 });

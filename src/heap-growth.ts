@@ -12,3 +12,15 @@ export function limitHeapGrowth(percent: number): boolean {
   v8.setFlagsFromString(`--heap-growing-percent=${Math.floor(percent)}`);
   return true;
 }
+
+/**
+ * The environment `engram up` gives its api and worker: the parent's, with glibc's MALLOC_ARENA_MAX set to 2
+ * unless the operator set it. glibc otherwise keeps up to 8 malloc arenas per core, one per thread that
+ * allocates (V8's GC helpers, libuv's pool), and memory freed into one arena is not reused by another. Under the
+ * memory-on chat load, 2 arenas left the api ~12 MB less native memory after two full collections (bench/README.md,
+ * "Sixth pass", malloc arenas). glibc reads it once at start, so it must be in a process's environment before it starts; other C libraries
+ * ignore it.
+ */
+export function childMemoryEnv(parent: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return parent.MALLOC_ARENA_MAX === undefined || parent.MALLOC_ARENA_MAX === '' ? { ...parent, MALLOC_ARENA_MAX: '2' } : { ...parent };
+}

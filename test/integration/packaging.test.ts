@@ -41,6 +41,8 @@ describe('packaging', () => {
     const docker = read('Dockerfile');
     expect(docker.match(/^FROM /gm)?.length).toBeGreaterThanOrEqual(2);
     expect(docker).toMatch(/CMD \["node", "dist\/src\/cli\.js", "api"\]/);
+    // glibc reads it at process start: the image's env is the only place it takes effect for api and worker.
+    expect(docker).toMatch(/^ENV MALLOC_ARENA_MAX=2$/m);
   });
 
   it('.env.example documents every variable, one line each', () => {
