@@ -103,6 +103,22 @@ function spawnChild(label: string, args: string[], env: NodeJS.ProcessEnv): Benc
   return new BenchChild(label, fork(CHILD, args, { env, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] }));
 }
 
+/**
+ * A build's api is started with the environment that build's `engram up` gives it (src/heap-growth.ts
+ * `childMemoryEnv`: glibc's MALLOC_ARENA_MAX), so each build is measured as a user runs it; a build
+ * without that function gets the env unchanged.
+ */
+function launchEnv(root: string, env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  let mod: { childMemoryEnv?: (e: NodeJS.ProcessEnv) => NodeJS.ProcessEnv } = {};
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    mod = require(path.join(root, 'src/heap-growth.js')) as typeof mod;
+  } catch {
+    // an older build without the module
+  }
+  return mod.childMemoryEnv ? mod.childMemoryEnv(env) : env;
+}
+
 /** Builds the database once: one key with `n` memories and their static-model vectors, memory settings as in the issue's runs. */
 export async function buildDatabase(dir: string, redisUrl: string, modelFolder: string, n: number, corpus: Corpus): Promise<{ secret: string; seconds: number }> {
   const t0 = performance.now();
@@ -307,7 +323,7 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
       const dataDir = path.join(tmp, b.label.replace(/\W+/g, '-'));
       fs.cpSync(seedDir, dataDir, { recursive: true });
       const port = await freePort();
-      const api = spawnChild(b.label, ['api', b.root], {
+      const api = spawnChild(b.label, ['api', b.root], launchEnv(b.root, {
         PATH: process.env.PATH,
         // V8 flags for this build's api only (e.g. --node-options=--max-semi-space-size=8), to weigh them against --before.
         ...(o.nodeOptions && b.label === 'this build' ? { NODE_OPTIONS: o.nodeOptions } : {}),
@@ -323,7 +339,7 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
         MEMORY_STATIC_MODEL: model.folder,
         // Production's default level: the request log line is part of the cost (written to /dev/null).
         LOG_LEVEL: 'info',
-      });
+      }));
       children.push(api);
       await api.ready;
       targets.push({ label: b.label, url: `http://127.0.0.1:${port}/v1/chat/completions`, auth: `Bearer ${seeded.secret}`, api });
