@@ -12,7 +12,7 @@
  *          --heap=<dir> (after each mode: the live memory after two full GCs and a .heapsnapshot per build)
  */
 import crypto from 'node:crypto';
-import { fork, type ChildProcess } from 'node:child_process';
+import { fork, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -214,11 +214,42 @@ interface LoadResult {
   non2xx: number;
   /** api CPU ms per completed request (user + system), null for the direct baseline. */
   cpuPerReq: number | null;
+  /** Of it, the api's main thread (JavaScript, SQLite, the WASM scan); the rest ran on V8's helper threads (GC, compiler) and libuv's pool. Linux only. */
+  mainCpuPerReq: number | null;
   peakRssMb: number | null;
+}
+
+let clockTicks: number | undefined;
+
+/** CPU ms of a process's main thread and of all its other threads, from /proc (null where there is none). */
+function threadCpuMs(pid: number | undefined): { main: number; other: number } | null {
+  if (pid === undefined) return null;
+  try {
+    if (clockTicks === undefined) clockTicks = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
+    let main = 0;
+    let other = 0;
+    for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+      let stat: string;
+      try {
+        stat = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      } catch {
+        continue; // the thread ended between the listing and the read
+      }
+      // Fields after the command name (which may hold spaces): state is field 3, utime 14, stime 15.
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const ms = ((Number(f[11]) + Number(f[12])) * 1000) / clockTicks;
+      if (Number(tid) === pid) main += ms;
+      else other += ms;
+    }
+    return { main, other };
+  } catch {
+    return null;
+  }
 }
 
 async function load(t: Target, queries: string[], durationS: number, offset: number): Promise<LoadResult> {
   const before = t.api ? await t.api.stats(true) : null;
+  const threadsBefore = threadCpuMs(t.api?.proc.pid);
   let i = offset;
   const result = await autocannon({
     url: t.url,
@@ -228,6 +259,7 @@ async function load(t: Target, queries: string[], durationS: number, offset: num
     headers: { 'content-type': 'application/json', authorization: t.auth },
     requests: [{ setupRequest: (req) => ({ ...req, body: chatBody(queries, i++) }) }],
   });
+  const threadsAfter = threadCpuMs(t.api?.proc.pid);
   const after = t.api ? await t.api.stats() : null;
   const completed = result.requests.total;
   const cpuMs = before && after ? (after.cpu.user - before.cpu.user + after.cpu.system - before.cpu.system) / 1000 : null;
@@ -239,6 +271,7 @@ async function load(t: Target, queries: string[], durationS: number, offset: num
     errors: result.errors + result.timeouts,
     non2xx: result.non2xx,
     cpuPerReq: cpuMs === null ? null : cpuMs / Math.max(1, result['2xx']),
+    mainCpuPerReq: threadsBefore && threadsAfter ? (threadsAfter.main - threadsBefore.main) / Math.max(1, result['2xx']) : null,
     peakRssMb: after ? after.peakRss / 1_048_576 : null,
   };
 }
@@ -255,6 +288,7 @@ function combine(rs: LoadResult[], durationS: number): LoadResult {
     errors: rs.reduce((a, r) => a + r.errors, 0),
     non2xx: rs.reduce((a, r) => a + r.non2xx, 0),
     cpuPerReq: cpu,
+    mainCpuPerReq: rs.every((r) => r.mainCpuPerReq !== null) ? rs.reduce((a, r) => a + r.mainCpuPerReq! * r.completed, 0) / Math.max(1, completed) : null,
     peakRssMb: rs.every((r) => r.peakRssMb !== null) ? Math.max(...rs.map((r) => r.peakRssMb!)) : null,
   };
 }
@@ -376,7 +410,7 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
       const d = loads.get('upstream direct')!;
       for (const t of targets) {
         const r = loads.get(t.label)!;
-        thr.push({ mode, target: t.label, 'req/s': int(r.reqPerSec), 'share of direct': t.api ? f2(r.reqPerSec / d.reqPerSec) : '', 'p50 ms': r.p50, 'p99 ms': r.p99, 'errors+non2xx': r.errors + r.non2xx, 'api CPU ms/req': r.cpuPerReq === null ? '' : f2(r.cpuPerReq), 'api peak RSS MB': r.peakRssMb === null ? '' : int(r.peakRssMb), runs: runs.get(t.label)!.map((x) => int(x.reqPerSec)).join(' / ') });
+        thr.push({ mode, target: t.label, 'req/s': int(r.reqPerSec), 'share of direct': t.api ? f2(r.reqPerSec / d.reqPerSec) : '', 'p50 ms': r.p50, 'p99 ms': r.p99, 'errors+non2xx': r.errors + r.non2xx, 'api CPU ms/req': r.cpuPerReq === null ? '' : f2(r.cpuPerReq), 'of it main thread': r.mainCpuPerReq === null ? '' : f2(r.mainCpuPerReq), 'api peak RSS MB': r.peakRssMb === null ? '' : int(r.peakRssMb), runs: runs.get(t.label)!.map((x) => int(x.reqPerSec)).join(' / ') });
       }
       res.set(mode, { seq: s, load: loads });
       // Where the RSS is, right after this mode's load (V8 heap, buffers, the rest native: SQLite, code, libraries).
@@ -429,7 +463,7 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
     for (const [label, x] of injectedSeen) console.log(`${label}: ${x.chats} chats with memory injected, on average ${f1(x.injected / x.chats)} memories and ${int(x.tokens / x.chats)} tokens each`);
     console.log(`\nSequential requests (${SEQUENTIAL} after ${WARMUP} warm-up, targets alternating request by request, order reversed every round), upstream fixed ${UPSTREAM_DELAY_MS} ms:`);
     console.table(seq);
-    console.log(`\nautocannon, ${CONNECTIONS} connections, ${o.durationS} s per run, two runs per target in the order direct, builds, builds reversed, direct, every chat a new user question; api CPU = process.cpuUsage() delta in the api process / 2xx responses:`);
+    console.log(`\nautocannon, ${CONNECTIONS} connections, ${o.durationS} s per run, two runs per target in the order direct, builds, builds reversed, direct, every chat a new user question; api CPU = process.cpuUsage() delta in the api process / 2xx responses (all its threads; "of it main thread" from /proc/<pid>/task, in clock ticks: the rest is V8's GC and compiler threads and libuv's pool):`);
     console.table(thr);
     console.log('\napi memory right after each mode\'s load runs (process.memoryUsage()):');
     console.table(memRows);
