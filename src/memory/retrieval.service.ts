@@ -19,7 +19,7 @@ import { applyScoreFloor, boostInWindow, dateWindowOf, expansionTerms, extrasFor
 import { RetrievalExtrasRepository } from './retrieval-extras.repository';
 import { RecordCache, type CachedRecord } from './record-cache';
 import type { MemorySettings, SettingsService } from './settings';
-import { duplicateKey } from './text-memo';
+import { rowDuplicateKey } from './text-memo';
 import { estimateTokens } from './tokens';
 import { toPublic } from './types';
 
@@ -75,15 +75,21 @@ function relevanceOf(r: CachedRecord, query: string): number {
   return getRelevanceScore({ content: r.content, key: r.key, metadata: r.metadata }, query);
 }
 
-/** Keeps the first (best-ranked) of rows whose normalised content is the same. */
-function withoutDuplicateContent(items: RankedRow[]): RankedRow[] {
+/**
+ * The ranked rows as budget-walk rows, keeping the first (best-ranked) of rows whose normalised
+ * content is the same; the duplicate check's folded content is kept on the row (rowDuplicateKey).
+ */
+function distinctRows(ranked: readonly { c: Candidate; score: number; tier: RetrievedItem['tier'] }[]): RankedRow[] {
   const seen = new Set<string>();
-  return items.filter((it) => {
-    const k = duplicateKey(it.content);
-    if (seen.has(k)) return false;
+  const out: RankedRow[] = [];
+  for (const { c, score, tier } of ranked) {
+    const k = rowDuplicateKey(c.record);
+    if (seen.has(k)) continue;
     seen.add(k);
-    return true;
-  });
+    const content = c.record.content;
+    out.push({ record: c.record, content, score: Math.round(score * 1e6) / 1e6, tokens: estimateTokens(content), tier, vecScore: c.vecScore, ftsScore: c.ftsScore, truncated: false });
+  }
+  return out;
 }
 
 export interface RetrievalDeps {
@@ -217,18 +223,7 @@ export class RetrievalService implements Retriever {
     }
 
     // The same text under several keys would spend the budget (and the reranker's documents) on repeats.
-    let items: RankedRow[] = withoutDuplicateContent(
-      ranked.map(({ c, score, tier }) => ({
-        record: c.record,
-        content: c.record.content,
-        score: Math.round(score * 1e6) / 1e6,
-        tokens: estimateTokens(c.record.content),
-        tier,
-        vecScore: c.vecScore,
-        ftsScore: c.ftsScore,
-        truncated: false,
-      })),
-    );
+    let items: RankedRow[] = distinctRows(ranked);
 
     if (settings.rerankEnabled && settings.rerankProviderModel && query && items.length > 0) {
       const r = await this.d.reranker.rerank(
@@ -364,6 +359,18 @@ export class RetrievalService implements Retriever {
    */
   private rowsOf(apiKeyId: string, hits: readonly { rowId: number; bm25: number }[]): { record: CachedRecord; bm25: number }[] {
     if (!this.records.enabled) return this.repo.byRowIds(hits);
+    // The usual case once a key is warm: every row held, read through one view of the key's rows.
+    const view = this.records.view(apiKeyId);
+    if (view) {
+      const out: { record: CachedRecord; bm25: number }[] = new Array(hits.length);
+      let i = 0;
+      for (; i < hits.length; i++) {
+        const record = view.byRowId(hits[i].rowId);
+        if (!record) break;
+        out[i] = { record, bm25: hits[i].bm25 };
+      }
+      if (i === hits.length) return out;
+    }
     const rows = this.throughCache(
       apiKeyId,
       hits.map((h) => h.rowId),
@@ -557,8 +564,11 @@ export class RetrievalService implements Retriever {
     // The retrieval's catch-up (retrieve reuses it while this copy stays held).
     filter.index = this.keywordIndex.index(apiKeyId);
     const { nowIso, freshAfterIso, sessionId } = filter;
+    // The key's rows as held now (the store asks synchronously, in this turn); a view finds nothing once they are dropped.
+    const view = this.records.view(apiKeyId);
+    if (!view) return undefined;
     return (rowId) => {
-      const r = this.records.byRowId(apiKeyId, rowId);
+      const r = view.byRowId(rowId);
       if (!r) return undefined;
       // Both sides are text, and the instants are ASCII: JavaScript's order is SQLite's BINARY order.
       const expires: unknown = r.expiresAt;
