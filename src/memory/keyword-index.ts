@@ -62,6 +62,9 @@ export function bestSlots(slots: Int32Array, count: number, limit: number, score
   // Max-heap (by cmp) of the best `limit` so far: its root is the worst of them.
   const heap = new Int32Array(limit);
   let size = 0;
+  // The root's score and row id, so most slots (worse than the root) are passed over without a call of cmp.
+  let rootScore = 0;
+  let rootRow = 0;
   for (let k = 0; k < count; k++) {
     const s = slots[k]!;
     if (size < limit) {
@@ -75,7 +78,13 @@ export function bestSlots(slots: Int32Array, count: number, limit: number, score
         heap[p] = t;
         i = p;
       }
-    } else if (cmp(s, heap[0]!) < 0) {
+      rootScore = scores[heap[0]!]!;
+      rootRow = rowIds[heap[0]!]!;
+      continue;
+    }
+    // cmp(s, root) < 0, written out: a higher score, or the same score and a lower row id.
+    const score = scores[s]!;
+    if (score > rootScore || (score === rootScore && rowIds[s]! < rootRow)) {
       heap[0] = s;
       for (let i = 0; ; ) {
         const l = 2 * i + 1;
@@ -89,6 +98,8 @@ export function bestSlots(slots: Int32Array, count: number, limit: number, score
         heap[w] = t;
         i = w;
       }
+      rootScore = scores[heap[0]!]!;
+      rootRow = rowIds[heap[0]!]!;
     }
   }
   return heap.subarray(0, size).sort(cmp);
