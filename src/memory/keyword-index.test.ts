@@ -311,6 +311,35 @@ describe('KeywordIndexCache: the listener a record cache hangs on, and the catch
     }
   });
 
+  it('current() catches a held key up with one read of the head, applies a few changes, and leaves many (or none held) to warm()', async () => {
+    const s = tempStorage();
+    try {
+      s.memory.upsertMany([memoryInput({ apiKeyId: 'A', content: 'gecko one' })], { source: 'api' });
+      const repo = new KeywordIndexRepository(s.db.db);
+      const cache = new KeywordIndexCache(repo, 64 * 1_048_576);
+      expect(cache.current('A')).toBeNull();
+      await cache.warm('A');
+      const idx = cache.index('A');
+      const head = jest.spyOn(repo, 'logHead');
+      const pending = jest.spyOn(repo, 'pendingAtMost');
+      expect(cache.current('A')).toBe(idx);
+      expect(head).toHaveBeenCalledTimes(1);
+      expect(pending).not.toHaveBeenCalled();
+      s.memory.upsertMany([memoryInput({ apiKeyId: 'A', content: 'gecko two' })], { source: 'api' });
+      expect(cache.current('A')).toBe(idx);
+      expect(idx.search(['gecko'], open, 10)).toHaveLength(2);
+      s.memory.upsertMany(sentences(5, 2100).map((content, i) => memoryInput({ apiKeyId: 'A', content: `${content} gecko${i}` })), { source: 'api' });
+      const rowReads = jest.spyOn(repo, 'row');
+      expect(cache.current('A')).toBeNull();
+      expect(rowReads).not.toHaveBeenCalled();
+      await cache.warm('A');
+      expect(cache.current('A')).not.toBe(idx);
+      expect(cache.current('A')!.rows).toBe(2102);
+    } finally {
+      s.close();
+    }
+  });
+
   it('reads no change log when its head has not moved since the copy caught up', async () => {
     const s = tempStorage();
     try {

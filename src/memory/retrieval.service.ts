@@ -187,8 +187,9 @@ export class RetrievalService implements Retriever {
       resolution.strategyUsed = 'exact';
       if (opts.strategy !== 'exact' && !query) resolution.fallbackReason = 'empty query: newest memories first';
     } else {
-      // The key's keyword index, loaded in slices the first time (keyword-index.ts warm) so a large key does not stall other requests.
-      const warming = apiKeyId !== null ? this.keywordIndex.warm(apiKeyId) : null;
+      // The key's keyword index, loaded in slices the first time (keyword-index.ts warm) so a large key does not stall other
+      // requests. A held copy is caught up after the embedding instead (current(), below or in knownLiveness): one read of the log head.
+      const warming = apiKeyId !== null && !this.keywordIndex.holds(apiKeyId) ? this.keywordIndex.warm(apiKeyId) : null;
       // A warm that fails is retried below; the vector search must not make it an unhandled rejection meanwhile.
       warming?.catch(() => undefined);
       const vec =
@@ -199,13 +200,22 @@ export class RetrievalService implements Retriever {
       signal?.throwIfAborted();
       if (apiKeyId !== null) {
         await warming;
-        // Another key's load may have evicted this one while the embedding was awaited: warm again, so the
-        // synchronous code below never loads a whole key on the event loop (nothing below awaits before it is used).
-        while (!this.keywordIndex.holds(apiKeyId)) await this.keywordIndex.warm(apiKeyId);
-        // The one change-log catch-up of this retrieval: everything below (ranking, and the rows read
-        // through the record cache it invalidates) sees the key as of this point. The vector tier
-        // already caught up (knownLiveness) when the key was held then: that copy, still held, is it.
-        if (!filter.index || this.keywordIndex.held(apiKeyId) !== filter.index) filter.index = this.keywordIndex.index(apiKeyId);
+        for (;;) {
+          // Another key's load may have evicted this one while the embedding was awaited: warm again, so the
+          // synchronous code below never loads a whole key on the event loop (nothing below awaits before it is used).
+          while (!this.keywordIndex.holds(apiKeyId)) await this.keywordIndex.warm(apiKeyId);
+          // The one change-log catch-up of this retrieval: everything below (ranking, and the rows read
+          // through the record cache it invalidates) sees the key as of this point. The vector tier
+          // already caught up (knownLiveness) when the key was held then: that copy, still held, is it.
+          if (filter.index && this.keywordIndex.held(apiKeyId) === filter.index) break;
+          const index = this.keywordIndex.current(apiKeyId);
+          if (index) {
+            filter.index = index;
+            break;
+          }
+          // Pruned entries missed, or more changes than a synchronous catch-up should apply: reloaded in slices.
+          await this.keywordIndex.warm(apiKeyId);
+        }
         this.records.touch(apiKeyId);
       }
       if (vec.hits !== null && vec.store) resolution.vectorStore = vec.store;
@@ -560,9 +570,12 @@ export class RetrievalService implements Retriever {
    */
   private knownLiveness(apiKeyId: string, filter: Scope): KnownLiveness | undefined {
     // The cache is only as current as a held index copy; while the key loads (or without a cache) the store asks SQLite.
-    if (!this.records.enabled || !this.keywordIndex.holds(apiKeyId)) return undefined;
-    // The retrieval's catch-up (retrieve reuses it while this copy stays held).
-    filter.index = this.keywordIndex.index(apiKeyId);
+    if (!this.records.enabled) return undefined;
+    // The retrieval's catch-up (retrieve reuses it while this copy stays held); null when the key is not
+    // held or has more changes than a synchronous catch-up should apply (retrieve reloads it in slices).
+    const index = this.keywordIndex.current(apiKeyId);
+    if (!index) return undefined;
+    filter.index = index;
     const { nowIso, freshAfterIso, sessionId } = filter;
     // The key's rows as held now (the store asks synchronously, in this turn); a view finds nothing once they are dropped.
     const view = this.records.view(apiKeyId);

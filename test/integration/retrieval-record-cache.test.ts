@@ -222,6 +222,32 @@ describe('retrieval record cache', () => {
     }
   });
 
+  it('a held key with more changes waiting than a slice is reloaded in slices, not caught up row by row, and the retrieve sees them', async () => {
+    const t = setup();
+    try {
+      t.add('A', 'tea', 'the user likes green tea');
+      expect((await t.retrieve('A', 'green tea')).length).toBe(1);
+      // A worker imports 2,100 rows into the key (no vectors: the keyword tier finds them).
+      t.w.memory.upsertMany(
+        Array.from({ length: 2100 }, (_, i) => memoryInput({ apiKeyId: 'A', key: `imp${i}`, content: i === 7 ? 'okapi drinks green tea' : `imported row ${i}` })),
+        worker,
+      );
+      const rowReads = jest.spyOn(KeywordIndexRepository.prototype, 'row');
+      const page = jest.spyOn(KeywordIndexRepository.prototype, 'page');
+      try {
+        const items = await t.retrieve('A', 'okapi green tea');
+        expect(byKey(items).has('imp7')).toBe(true);
+        expect(rowReads).not.toHaveBeenCalled();
+        expect(page.mock.calls.length).toBeGreaterThan(1);
+      } finally {
+        rowReads.mockRestore();
+        page.mockRestore();
+      }
+    } finally {
+      t.close();
+    }
+  });
+
   it('a warm retrieve catches the key up once: the vector tier\'s catch-up is the ranking\'s while the same index copy is held', async () => {
     const t = setup();
     try {
@@ -231,8 +257,9 @@ describe('retrieval record cache', () => {
       const logHead = jest.spyOn(KeywordIndexRepository.prototype, 'logHead');
       try {
         expect((await t.retrieve('A', 'green tea')).length).toBe(2);
-        // warm's check before the embedding, then one catch-up (before: warm, the vector tier's, the ranking's).
-        expect(logHead).toHaveBeenCalledTimes(2);
+        // One catch-up, after the embedding, shared by the vector tier and the ranking (before: warm's check before
+        // the embedding too, and earlier the ranking's own).
+        expect(logHead).toHaveBeenCalledTimes(1);
       } finally {
         logHead.mockRestore();
       }
