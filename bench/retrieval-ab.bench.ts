@@ -33,7 +33,8 @@ export async function runRetrievalAbBench(): Promise<void> {
   const reps = Number(flag('reps') ?? 3);
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const Old = (require(path.resolve(before, 'src/memory/retrieval.service.js')) as { RetrievalService: new (d: RetrievalDeps) => Retriever }).RetrievalService;
-  // The vector tier of that build too (its KNN strategy is part of what is compared), over the same database.
+  // The vector tier of that build too (its KNN strategy is part of what is compared), over the same database, configured
+  // as the api builds its own (services.ts): without the scan cache it ranked by vec0, with other scores than this build.
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const OldStore = (require(path.resolve(before, 'src/vector/sqlite-vec.store.js')) as { SqliteVecStore: typeof SqliteVecStore }).SqliteVecStore;
 
@@ -57,7 +58,7 @@ export async function runRetrievalAbBench(): Promise<void> {
     await embedPending(ctx.embedding, ctx.vectors, settings, signature, probe.resolution.dimensions!);
     const deps = retrievalDeps(ctx);
     const services: [string, Retriever, Partial<RetrieveOptions>][] = [
-      ['before', new Old({ ...deps, vectors: new OldStore(ctx.db.db, { vecLoaded: ctx.db.vecLoaded, quantization: ctx.env.MEMORY_VEC_QUANTIZATION }) }), {}],
+      ['before', new Old({ ...deps, vectors: new OldStore(ctx.db.db, { vecLoaded: ctx.db.vecLoaded, quantization: ctx.env.MEMORY_VEC_QUANTIZATION, scanCacheBytes: ctx.env.MEMORY_VEC_SCAN_CACHE_MB * 1_048_576 }) }), {}],
       ['this build', new RetrievalService(deps), {}],
       ...(flag('rrf') ? [['this build, rrf', new RetrievalService(deps), { fusion: { method: 'rrf' } }] as [string, Retriever, Partial<RetrieveOptions>]] : []),
     ];
@@ -65,12 +66,14 @@ export async function runRetrievalAbBench(): Promise<void> {
     const queries = chat ? [...new Set(chat.questions.map((q) => q.question))].slice(0, 200) : corpus.queries(200, 7);
     let same = 0;
     let sameScores = 0;
+    let sameTokens = 0;
     for (let rep = 0; rep < reps; rep++) {
       for (let i = 0; i < queries.length; i++) {
         const order = services.map((_, s) => s);
         if ((i + rep) % 2) order.reverse();
         const ids: string[][] = [];
         const scores: string[] = [];
+        const tokens: string[] = [];
         for (const s of order) {
           ctx.embedding.clearCache();
           const t0 = performance.now();
@@ -78,16 +81,18 @@ export async function runRetrievalAbBench(): Promise<void> {
           times[s].push(performance.now() - t0);
           ids[s] = res.items.map((it) => it.memory.id);
           scores[s] = res.items.map((it) => it.score).join();
+          tokens[s] = res.items.map((it) => `${it.tokens}${it.truncated ? 't' : ''}`).join();
         }
         if (ids[0]!.join() === ids[1]!.join()) same++;
         if (scores[0] === scores[1]) sameScores++;
+        if (tokens[0] === tokens[1]) sameTokens++;
       }
     }
     console.log(
       `${strategy}, ${size} memories/key (${chat ? 'generated chat turns, their questions' : 'template sentences and questions'}) + 10 other keys × 1000, ` +
         `${queries.length} queries × ${reps}, services alternating per query, query embedding uncached; before = ${before}; ` +
         `identical item lists (ids, order) before vs this build: ${same} of ${queries.length * reps}; ` +
-        `identical score lists (differing only where equal scores swap rows): ${sameScores}`,
+        `identical score lists (differing only where equal scores swap rows): ${sameScores}; identical token lists: ${sameTokens}`,
     );
     console.table(
       services.map(([name], s) => {
