@@ -163,6 +163,36 @@ describe('TenantKeywordIndex bookkeeping', () => {
     }
   });
 
+  it('filters expiry and retention as SQLite compares the strings, also where a timestamp is not canonical ISO', () => {
+    const ix = new TenantKeywordIndex();
+    const rows: [string | null, string][] = [
+      [null, '2026-03-01T10:00:00.000Z'], // 1 fresh
+      [null, '2026-02-01T10:00:00.000Z'], // 2 stale
+      [null, '2026-02-20 10:00:00'], // 3 SQL's datetime(): after the cut in time, before it as a string (' ' < 'T')
+      [null, '2026-02-20T00:00:00.000Z'], // 4 updated exactly at the cut: kept (updated_at >= cut)
+      ['2026-03-05T00:00:00.000Z', '2026-03-01T10:00:00.000Z'], // 5 expired
+      ['2026-03-20T00:00:00.000Z', '2026-03-01T10:00:00.000Z'], // 6 not yet
+      ['2026-03-10 10:00:00', '2026-03-01T10:00:00.000Z'], // 7 expiry as datetime(): later in time, earlier as a string
+      ['2026-03-10T00:00:00.000Z', '2026-03-01T10:00:00.000Z'], // 8 expires exactly now: not live (expires_at > now)
+      ['2026-03-10T00:00:00Z', '2026-03-01T10:00:00.000Z'], // 9 no milliseconds: the same instant as now, after it as a string
+    ];
+    rows.forEach(([expiresAt, updatedAt], i) => ix.put({ rowId: i + 1, content: `okapi row ${i}`, key: null, sessionId: null, expiresAt, updatedAt }));
+    const ids = (f: KeywordFilter) => ix.search(['okapi'], f, 100).map((h) => h.rowId).sort((a, c) => a - c);
+    // candidateFilterSql's predicate, on the strings.
+    const sql = (f: KeywordFilter) =>
+      rows.flatMap(([exp, upd], i) => ((exp === null || exp > f.nowIso) && (f.freshAfterIso === null || upd >= f.freshAfterIso) ? [i + 1] : []));
+    const nowIso = '2026-03-10T00:00:00.000Z';
+    for (const f of [
+      { nowIso, freshAfterIso: '2026-02-20T00:00:00.000Z', sessionId: null },
+      { nowIso, freshAfterIso: null, sessionId: null },
+      // A filter whose own strings are not canonical is compared as strings throughout.
+      { nowIso: '2026-03-10 00:00:00', freshAfterIso: '2026-02-20 00:00:00', sessionId: null },
+    ]) {
+      expect(ids(f)).toEqual(sql(f));
+    }
+    expect(ids({ nowIso, freshAfterIso: '2026-02-20T00:00:00.000Z', sessionId: null })).toEqual([1, 4, 6, 9]);
+  });
+
   it('bestSlots keeps the same top as a full sort of hit objects, ties by row id', () => {
     const r = rng(9);
     const n = 5000;

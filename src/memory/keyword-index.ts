@@ -105,6 +105,18 @@ export function bestSlots(slots: Int32Array, count: number, limit: number, score
   return heap.subarray(0, size).sort(cmp);
 }
 
+/**
+ * The instant of a canonical ISO string (`YYYY-MM-DDTHH:mm:ss.sssZ`, what toISOString writes), else NaN.
+ * Canonical strings have one fixed width with the most significant field first, so two of them compare
+ * as their instants do: the filter compares these numbers where both sides are canonical, and the
+ * strings themselves (SQLite's BINARY order) otherwise.
+ */
+export function canonicalIsoMs(s: unknown): number {
+  if (typeof s !== 'string' || s.length !== 24) return NaN;
+  const ms = Date.parse(s);
+  return ms === ms && new Date(ms).toISOString() === s ? ms : NaN;
+}
+
 /** Rough bytes of a JS string of this length (header + UTF-16 worst case is not needed: one byte per Latin char). */
 const strBytes = (s: string | null) => (s === null ? 0 : 24 + s.length);
 
@@ -119,6 +131,12 @@ export class TenantKeywordIndex {
   private alive: boolean[] = [];
   private expiresAt: (string | null)[] = [];
   private updatedAt: string[] = [];
+  /**
+   * The same two columns as instants (canonicalIsoMs; expiry Infinity when none): a chat's filter compared a
+   * few thousand timestamp strings (issue 14); NaN where a string is not canonical, compared as a string then.
+   */
+  private expiresMs: number[] = [];
+  private updatedMs: number[] = [];
   private sessions: (string | null)[] = [];
   /** Each slot's term ids, for the document frequencies when it is removed. */
   private slotTerms: Int32Array[] = [];
@@ -143,7 +161,7 @@ export class TenantKeywordIndex {
   /** Estimated bytes held (for the cache's budget). */
   get bytes(): number {
     // Postings grow by doubling (~1.5× their entries on average); each term also costs a map entry and a list.
-    return this.postingEntries * 12 + this.termIds.size * 160 + this.rowIds.length * 48 + this.textBytes + this.scores.byteLength;
+    return this.postingEntries * 12 + this.termIds.size * 160 + this.rowIds.length * 64 + this.textBytes + this.scores.byteLength;
   }
 
   has(rowId: number): boolean {
@@ -189,6 +207,8 @@ export class TenantKeywordIndex {
     this.alive.push(true);
     this.expiresAt.push(row.expiresAt);
     this.updatedAt.push(row.updatedAt);
+    this.expiresMs.push(row.expiresAt === null ? Infinity : canonicalIsoMs(row.expiresAt));
+    this.updatedMs.push(canonicalIsoMs(row.updatedAt));
     this.sessions.push(session);
     this.slotTerms.push(terms);
     this.live++;
@@ -207,6 +227,8 @@ export class TenantKeywordIndex {
     this.slotTerms[slot] = new Int32Array(0);
     this.expiresAt[slot] = null;
     this.updatedAt[slot] = '';
+    this.expiresMs[slot] = Infinity;
+    this.updatedMs[slot] = NaN;
     this.sessions[slot] = null;
     this.live--;
     this.dead++;
@@ -259,9 +281,11 @@ export class TenantKeywordIndex {
       }
     }
     let m = 0;
+    const nowMs = canonicalIsoMs(filter.nowIso);
+    const freshMs = filter.freshAfterIso === null ? NaN : canonicalIsoMs(filter.freshAfterIso);
     for (let i = 0; i < n; i++) {
       const slot = touched[i]!;
-      if (this.passes(slot, filter)) touched[m++] = slot;
+      if (this.passes(slot, filter, nowMs, freshMs)) touched[m++] = slot;
       else scores[slot] = 0;
     }
     const best = bestSlots(touched, m, limit, scores, this.rowIds);
@@ -271,11 +295,23 @@ export class TenantKeywordIndex {
     return hits;
   }
 
-  /** candidateFilterSql's predicate on the slot's columns (ISO strings compare as SQLite compares them). */
-  private passes(slot: number, f: KeywordFilter): boolean {
-    const exp = this.expiresAt[slot];
-    if (exp !== null && !(exp! > f.nowIso)) return false;
-    if (f.freshAfterIso !== null && !(this.updatedAt[slot]! >= f.freshAfterIso)) return false;
+  /**
+   * candidateFilterSql's predicate on the slot's columns (ISO strings compare as SQLite compares them):
+   * as instants where the slot's and the filter's strings are both canonical (the same order), else as strings.
+   */
+  private passes(slot: number, f: KeywordFilter, nowMs: number, freshMs: number): boolean {
+    const expMs = this.expiresMs[slot]!;
+    if (expMs !== Infinity) {
+      if (expMs === expMs && nowMs === nowMs) {
+        if (!(expMs > nowMs)) return false;
+      } else if (!(this.expiresAt[slot]! > f.nowIso)) return false;
+    }
+    if (f.freshAfterIso !== null) {
+      const updMs = this.updatedMs[slot]!;
+      if (updMs === updMs && freshMs === freshMs) {
+        if (!(updMs >= freshMs)) return false;
+      } else if (!(this.updatedAt[slot]! >= f.freshAfterIso)) return false;
+    }
     if (f.sessionId !== null && this.sessions[slot] !== f.sessionId) return false;
     return true;
   }
@@ -290,6 +326,8 @@ export class TenantKeywordIndex {
     this.lens = pick(this.lens);
     this.expiresAt = pick(this.expiresAt);
     this.updatedAt = pick(this.updatedAt);
+    this.expiresMs = pick(this.expiresMs);
+    this.updatedMs = pick(this.updatedMs);
     this.sessions = pick(this.sessions);
     this.slotTerms = pick(this.slotTerms);
     this.alive = keep.map(() => true);
