@@ -56,8 +56,13 @@ class IntList {
  * the slots themselves when they are few, else a bounded heap of slot numbers. Reorders `slots`.
  */
 export function bestSlots(slots: Int32Array, count: number, limit: number, scores: Float64Array, rowIds: readonly number[]): Int32Array {
-  // The sign of `bm25(a) - bm25(c)` with bm25 = -score (negation is exact), then the row ids.
-  const cmp = (a: number, c: number) => scores[c]! - scores[a]! || rowIds[a]! - rowIds[c]!;
+  // The sign of `bm25(a) - bm25(c)` with bm25 = -score (negation is exact), then the row ids. Returned as
+  // ±1 (a zero or NaN difference falls through to the row ids, as `||` did): a fractional difference
+  // returned from the comparator is a heap number per comparison.
+  const cmp = (a: number, c: number) => {
+    const d = scores[c]! - scores[a]!;
+    return d > 0 ? 1 : d < 0 ? -1 : rowIds[a]! - rowIds[c]!;
+  };
   if (count <= limit * 4) return slots.subarray(0, count).sort(cmp).subarray(0, Math.min(count, limit));
   // Max-heap (by cmp) of the best `limit` so far: its root is the worst of them.
   const heap = new Int32Array(limit);

@@ -219,7 +219,19 @@ function sortFused<Id extends string | number>(hits: FusedHit<Id>[], votes: (lis
     });
     return { h, present, best, id: String(h.id) };
   });
-  keyed.sort((a, b) => b.h.score - a.h.score || b.present - a.present || a.best - b.best || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  // Signs, not differences: a fractional difference returned from the comparator is a heap number per
+  // comparison. A zero or NaN difference falls through to the next key, as `||` did.
+  keyed.sort((a, b) => {
+    const score = b.h.score - a.h.score;
+    if (score > 0) return 1;
+    if (score < 0) return -1;
+    const present = b.present - a.present;
+    if (present !== 0) return present;
+    const best = a.best - b.best;
+    if (best > 0) return 1;
+    if (best < 0) return -1;
+    return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+  });
   return keyed.map((k) => k.h);
 }
 
