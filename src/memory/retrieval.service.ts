@@ -37,6 +37,8 @@ const RECENT_LIMIT = 200;
 const MIN_VECTOR_SCORE = 0.2;
 /** ...and neither are hits far below the best one (weak models score everything ~0.3). */
 const RELATIVE_VECTOR_FLOOR = 0.5;
+/** Why the vector tier was not used: the index is not built for the embedding model in effect. */
+const NOT_BUILT_FOR_MODEL = 'vector index not built for the current embedding model yet (reindex pending)';
 /** Convex fusion's weights when the settings leave them null (bench/README.md, `quality`: the best pair on every set). */
 export const CONVEX_DEFAULT_WEIGHTS = { fts: 1, vector: 0.2 } as const;
 
@@ -489,18 +491,21 @@ export class RetrievalService implements Retriever {
     if (!embedded.resolution.source) return { hits: null, reason: embedded.resolution.reason || 'no embedding source configured' };
     if (!embedded.vector) return { hits: null, reason: 'the query has no words the embedding model knows' };
     const signature = this.d.vectors.signatureFor(embedded.resolution);
-    if (!signature || this.d.vectors.activeSignature() !== signature) {
-      return { hits: null, reason: 'vector index not built for the current embedding model yet (reindex pending)' };
-    }
+    if (!signature) return { hits: null, reason: NOT_BUILT_FOR_MODEL };
+    const qdrant = this.d.qdrant && this.d.qdrantSettings?.selected() ? this.d.qdrant : null;
+    // The store's search reads the index's signature in the statement it reads anyway and refuses another: then
+    // the check below is left to its error path (sqliteVecHits), one statement less per chat (issue 14).
+    const checkInSearch = !qdrant && this.d.vectors.searchChecksSignature === true;
+    if (!checkInSearch && this.d.vectors.activeSignature() !== signature) return { hits: null, reason: NOT_BUILT_FOR_MODEL };
     // Qdrant first when selected; unhealthy, erroring, timing out or empty → sqlite-vec (then FTS5), with the reason.
     let qdrantNote: string | null = null;
-    if (this.d.qdrant && this.d.qdrantSettings?.selected()) {
+    if (qdrant) {
       const q = await this.qdrantHits(apiKeyId, embedded.vector, filter, signature, signal);
       signal?.throwIfAborted();
       if (q.hits) return { hits: q.hits, reason: null, store: 'qdrant' };
       qdrantNote = q.reason;
     }
-    const fromSqlite = await this.sqliteVecHits(apiKeyId, embedded.vector, filter, signature, signal);
+    const fromSqlite = await this.sqliteVecHits(apiKeyId, embedded.vector, filter, signature, signal, checkInSearch);
     if (!qdrantNote) return fromSqlite;
     if (fromSqlite.hits === null) return { hits: null, reason: `${qdrantNote}; ${fromSqlite.reason}` };
     return { ...fromSqlite, store: 'sqlite-vec', note: `${qdrantNote}; served by sqlite-vec` };
@@ -538,7 +543,8 @@ export class RetrievalService implements Retriever {
     }
   }
 
-  private async sqliteVecHits(apiKeyId: string, vector: Float32Array, filter: Scope, signature: string, signal: AbortSignal | undefined): Promise<VectorOutcome> {
+  /** `checkInSearch`: the caller left the index's signature to the search (searchChecksSignature); its refusal is answered as that check would have. */
+  private async sqliteVecHits(apiKeyId: string, vector: Float32Array, filter: Scope, signature: string, signal: AbortSignal | undefined, checkInSearch = false): Promise<VectorOutcome> {
     const embedded = { vector };
     try {
       const hits = await this.d.vectors.search({
@@ -552,6 +558,8 @@ export class RetrievalService implements Retriever {
       if (hits.length === 0) return { hits: null, reason: 'vector index has no rows for this key yet' };
       return { hits: hits.filter((h) => h.score >= MIN_VECTOR_SCORE).map((h) => ({ id: h.id, score: h.score })), reason: null };
     } catch (err) {
+      // What the skipped check would have answered before the search (the rebuild for another model, or none yet).
+      if (checkInSearch && this.d.vectors.activeSignature() !== signature) return { hits: null, reason: NOT_BUILT_FOR_MODEL };
       if (err instanceof VectorUnavailableError) return { hits: null, reason: `vector search unavailable: ${err.reason}` };
       this.d.log.warn({ err: { message: (err as Error).message } }, 'vector search failed; using keywords');
       return { hits: null, reason: 'vector search failed (degraded to FTS5)' };

@@ -248,6 +248,30 @@ describe('retrieval record cache', () => {
     }
   });
 
+  it('a warm retrieve reads the vector index\'s signature once (the search\'s own statement), and an index built for another model is still reported as such', async () => {
+    const t = setup();
+    try {
+      t.add('A', 'tea', 'the user likes green tea');
+      await t.retrieve('A', 'green tea');
+      const readSignature = jest.spyOn(VectorRepository.prototype, 'readSignature');
+      try {
+        const r = await t.retrieval.retrieve('A', { query: 'green tea', strategy: 'hybrid', maxTokens: 4000, retentionDays: 0 }, { preview: true });
+        expect(r.resolution.fallbackReason).toBeNull();
+        expect(r.items[0]!.tier).toBe('hybrid-convex');
+        expect(readSignature).not.toHaveBeenCalled();
+      } finally {
+        readSignature.mockRestore();
+      }
+      // Rebuilt for another model (by another process): the query's vector is not comparable.
+      t.w.vectors.rebuild('fake:other-model:4', DIM);
+      const r = await t.retrieval.retrieve('A', { query: 'green tea', strategy: 'hybrid', maxTokens: 4000, retentionDays: 0 }, { preview: true });
+      expect(r.resolution.fallbackReason).toBe('vector index not built for the current embedding model yet (reindex pending)');
+      expect(r.items.map((i) => [i.memory.key, i.tier])).toEqual([['tea', 'fts5']]);
+    } finally {
+      t.close();
+    }
+  });
+
   it('a warm retrieve catches the key up once: the vector tier\'s catch-up is the ranking\'s while the same index copy is held', async () => {
     const t = setup();
     try {
