@@ -202,21 +202,28 @@ export class RetrievalService implements Retriever {
       signal?.throwIfAborted();
       if (apiKeyId !== null) {
         await warming;
+        // Whether this retrieval loaded the key: then what landed during the load is caught up synchronously (index()),
+        // never by another load, or a worker importing faster than a load takes would have it reload for as long as it imports.
+        let loaded = warming !== null;
         for (;;) {
           // Another key's load may have evicted this one while the embedding was awaited: warm again, so the
           // synchronous code below never loads a whole key on the event loop (nothing below awaits before it is used).
-          while (!this.keywordIndex.holds(apiKeyId)) await this.keywordIndex.warm(apiKeyId);
+          while (!this.keywordIndex.holds(apiKeyId)) {
+            await this.keywordIndex.warm(apiKeyId);
+            loaded = true;
+          }
           // The one change-log catch-up of this retrieval: everything below (ranking, and the rows read
           // through the record cache it invalidates) sees the key as of this point. The vector tier
           // already caught up (knownLiveness) when the key was held then: that copy, still held, is it.
           if (filter.index && this.keywordIndex.held(apiKeyId) === filter.index) break;
-          const index = this.keywordIndex.current(apiKeyId);
+          const index = loaded ? this.keywordIndex.index(apiKeyId) : this.keywordIndex.current(apiKeyId);
           if (index) {
             filter.index = index;
             break;
           }
-          // Pruned entries missed, or more changes than a synchronous catch-up should apply: reloaded in slices.
+          // Pruned entries missed, or more changes than a synchronous catch-up should apply: reloaded in slices, once.
           await this.keywordIndex.warm(apiKeyId);
+          loaded = true;
         }
         this.records.touch(apiKeyId);
       }

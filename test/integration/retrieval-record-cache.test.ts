@@ -248,6 +248,39 @@ describe('retrieval record cache', () => {
     }
   });
 
+  it('a key a worker keeps importing into is reloaded once per retrieve, then caught up with what landed during the load', async () => {
+    const t = setup();
+    try {
+      t.add('A', 'tea', 'the user likes green tea');
+      expect((await t.retrieve('A', 'green tea')).length).toBe(1);
+      // More than a slice waiting, so the retrieve reloads the key; and while each load reads its first slice, the
+      // worker imports more than a slice again (a long import), at most three times here.
+      const importBatch = (n: number) =>
+        t.w.memory.upsertMany(
+          Array.from({ length: 2100 }, (_, i) => memoryInput({ apiKeyId: 'A', key: `imp${n}-${i}`, content: i === 7 ? `okapi${n} drinks green tea` : `imported row ${n} ${i}` })),
+          worker,
+        );
+      importBatch(0);
+      let loads = 0;
+      const original = KeywordIndexRepository.prototype.page;
+      const page = jest.spyOn(KeywordIndexRepository.prototype, 'page').mockImplementation(function (this: KeywordIndexRepository, apiKeyId, after, limit) {
+        if (after === 0 && ++loads <= 3) importBatch(loads);
+        return original.call(this, apiKeyId, after, limit);
+      });
+      try {
+        const items = await t.retrieve('A', 'okapi0 okapi1 green tea');
+        // One load: what the worker wrote during it is applied after it (as index() does), not by another load.
+        expect(loads).toBe(1);
+        expect(byKey(items).has('imp0-7')).toBe(true);
+        expect(byKey(items).has('imp1-7')).toBe(true);
+      } finally {
+        page.mockRestore();
+      }
+    } finally {
+      t.close();
+    }
+  });
+
   it('a warm retrieve reads the vector index\'s signature once (the search\'s own statement), and an index built for another model is still reported as such', async () => {
     const t = setup();
     try {
