@@ -6,7 +6,11 @@
  *
  *   git archive <rev> | tar -x -C /tmp/before && ln -s $PWD/node_modules /tmp/before/ \
  *     && (cd /tmp/before && npx tsc -p tsconfig.build.json)
- *   npm run bench -- retrieval-ab --before=/tmp/before/dist [--size=10000] [--strategy=hybrid] [--reps=3]
+ *   npm run bench -- retrieval-ab --before=/tmp/before/dist [--size=10000] [--strategy=hybrid] [--reps=3] [--text=chat] [--content-only]
+ *
+ * `--content-only`: retrieve as the chat's injection does (`contentOnly`: no re-read of the access counts).
+ * The CPU column is process.cpuUsage() over each retrieve (its awaits included, so other work of the
+ * process in between counts too; nothing else runs here).
  */
 import path from 'node:path';
 import { buildApiContext } from '../src/api';
@@ -31,9 +35,11 @@ export async function runRetrievalAbBench(): Promise<void> {
   const size = Number(flag('size') ?? 10_000);
   const strategy = (flag('strategy') ?? 'hybrid') as RetrievalStrategy;
   const reps = Number(flag('reps') ?? 3);
+  const contentOnly = process.argv.includes('--content-only');
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const Old = (require(path.resolve(before, 'src/memory/retrieval.service.js')) as { RetrievalService: new (d: RetrievalDeps) => Retriever }).RetrievalService;
-  // The vector tier of that build too (its KNN strategy is part of what is compared), over the same database.
+  // The vector tier of that build too (its KNN strategy is part of what is compared), over the same database, configured
+  // as the api builds its own (services.ts): without the scan cache it ranked by vec0, with other scores than this build.
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const OldStore = (require(path.resolve(before, 'src/vector/sqlite-vec.store.js')) as { SqliteVecStore: typeof SqliteVecStore }).SqliteVecStore;
 
@@ -57,42 +63,57 @@ export async function runRetrievalAbBench(): Promise<void> {
     await embedPending(ctx.embedding, ctx.vectors, settings, signature, probe.resolution.dimensions!);
     const deps = retrievalDeps(ctx);
     const services: [string, Retriever, Partial<RetrieveOptions>][] = [
-      ['before', new Old({ ...deps, vectors: new OldStore(ctx.db.db, { vecLoaded: ctx.db.vecLoaded, quantization: ctx.env.MEMORY_VEC_QUANTIZATION }) }), {}],
+      ['before', new Old({ ...deps, vectors: new OldStore(ctx.db.db, { vecLoaded: ctx.db.vecLoaded, quantization: ctx.env.MEMORY_VEC_QUANTIZATION, scanCacheBytes: ctx.env.MEMORY_VEC_SCAN_CACHE_MB * 1_048_576 }) }), {}],
       ['this build', new RetrievalService(deps), {}],
       ...(flag('rrf') ? [['this build, rrf', new RetrievalService(deps), { fusion: { method: 'rrf' } }] as [string, Retriever, Partial<RetrieveOptions>]] : []),
     ];
     const times = services.map(() => [] as number[]);
+    const cpu = services.map(() => 0);
     const queries = chat ? [...new Set(chat.questions.map((q) => q.question))].slice(0, 200) : corpus.queries(200, 7);
     let same = 0;
     let sameScores = 0;
+    let sameTokens = 0;
     for (let rep = 0; rep < reps; rep++) {
       for (let i = 0; i < queries.length; i++) {
         const order = services.map((_, s) => s);
         if ((i + rep) % 2) order.reverse();
         const ids: string[][] = [];
         const scores: string[] = [];
+        const tokens: string[] = [];
         for (const s of order) {
           ctx.embedding.clearCache();
+          const c0 = process.cpuUsage();
           const t0 = performance.now();
-          const res = await services[s][1].retrieve('bench-main', { query: queries[i], strategy, maxTokens: 2000, retentionDays: 30, ...services[s][2] }, { preview: true });
+          const res = await services[s][1].retrieve('bench-main', { query: queries[i], strategy, maxTokens: 2000, retentionDays: 30, ...services[s][2] }, { preview: true, contentOnly });
           times[s].push(performance.now() - t0);
+          const c = process.cpuUsage(c0);
+          cpu[s] += c.user + c.system;
           ids[s] = res.items.map((it) => it.memory.id);
           scores[s] = res.items.map((it) => it.score).join();
+          tokens[s] = res.items.map((it) => `${it.tokens}${it.truncated ? 't' : ''}`).join();
         }
         if (ids[0]!.join() === ids[1]!.join()) same++;
         if (scores[0] === scores[1]) sameScores++;
+        if (tokens[0] === tokens[1]) sameTokens++;
       }
     }
     console.log(
       `${strategy}, ${size} memories/key (${chat ? 'generated chat turns, their questions' : 'template sentences and questions'}) + 10 other keys × 1000, ` +
-        `${queries.length} queries × ${reps}, services alternating per query, query embedding uncached; before = ${before}; ` +
+        `${queries.length} queries × ${reps}, services alternating per query, query embedding uncached${contentOnly ? ', contentOnly (as the chat path)' : ''}; before = ${before}; ` +
         `identical item lists (ids, order) before vs this build: ${same} of ${queries.length * reps}; ` +
-        `identical score lists (differing only where equal scores swap rows): ${sameScores}`,
+        `identical score lists (differing only where equal scores swap rows): ${sameScores}; identical token lists: ${sameTokens}`,
     );
     console.table(
       services.map(([name], s) => {
         const t = times[s].sort((a, b) => a - b);
-        return { service: name, queries: t.length, 'p50 ms': ms(percentile(t, 50)), 'p95 ms': ms(percentile(t, 95)), 'p99 ms': ms(percentile(t, 99)) };
+        return {
+          service: name,
+          queries: t.length,
+          'p50 ms': ms(percentile(t, 50)),
+          'p95 ms': ms(percentile(t, 95)),
+          'p99 ms': ms(percentile(t, 99)),
+          'CPU µs/query': Math.round(cpu[s] / t.length),
+        };
       }),
     );
   } finally {

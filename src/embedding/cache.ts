@@ -12,7 +12,16 @@ export interface EmbeddingCacheStats {
 
 /** The cache key `<source>:<model>:<dim>:<sha256hex(text)>` (dim "0" while unknown). */
 export function embeddingCacheKey(source: string, model: string, dimensions: number | null, text: string): string {
-  const hash = crypto.createHash('sha256').update(text).digest('hex');
+  return embeddingCacheKeyOfHash(source, model, dimensions, textHash(text));
+}
+
+/** The text's part of the cache key (sha256, hex, of its UTF-8): one-shot, without a Hash object per text. */
+export function textHash(text: string): string {
+  return crypto.hash('sha256', text, 'hex');
+}
+
+/** embeddingCacheKey with the text's hash (textHash) already computed. */
+export function embeddingCacheKeyOfHash(source: string, model: string, dimensions: number | null, hash: string): string {
   return `${source}:${model}:${dimensions && dimensions > 0 ? dimensions : 0}:${hash}`;
 }
 

@@ -2,6 +2,8 @@ import path from 'node:path';
 import { testEnv, tempDir } from '../../test/helpers/env';
 import { startFakeEmbeddingsServer, type FakeEmbeddingsServer } from '../../test/helpers/fake-embeddings-server';
 import { shareTypedArraysWithNative, topicModelSpec, writeModel2VecFolder, writeTransformersModel } from '../../test/helpers/model-fixtures';
+import * as cacheModule from './cache';
+import { EmbeddingCache, embeddingCacheKey } from './cache';
 import { EmbeddingService, listEmbeddingProviders, sanitizeEmbeddingMessage } from './embedding.service';
 import type { EmbeddingSettings } from './resolve';
 import { forgetStaticModels } from './static';
@@ -55,6 +57,24 @@ describe('EmbeddingService', () => {
       expect(one.vector?.length).toBe(16);
       svc.clearCache();
       expect(svc.cacheStats()).toMatchObject({ size: 0, hits: 0, misses: 0 });
+    });
+
+    it('hashes a text once per call for its cache read and write, under the same keys as before', async () => {
+      const svc = make(testEnv({ MEMORY_STATIC_MODEL: folder }));
+      await svc.embedOne('warm the width', settings);
+      const hash = jest.spyOn(cacheModule, 'textHash');
+      const set = jest.spyOn(EmbeddingCache.prototype, 'set');
+      try {
+        expect((await svc.embedOne('cat pizza', settings, undefined, 'key-a')).cached).toBe(false);
+        expect(hash).toHaveBeenCalledTimes(1);
+        expect(set.mock.calls[0]![0]).toBe(`${embeddingCacheKey('static', folder, 16, 'cat pizza')}:key-a`);
+        await svc.embedMany(['cat', 'snow', 'cat'], settings);
+        expect(hash).toHaveBeenCalledTimes(3);
+      } finally {
+        hash.mockRestore();
+        set.mockRestore();
+      }
+      expect((await svc.embedOne('cat pizza', settings, undefined, 'key-a')).cached).toBe(true);
     });
 
     it('keeps a cache per scope (API key): one key never answers from another key\'s query', async () => {

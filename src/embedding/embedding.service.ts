@@ -1,7 +1,7 @@
 import type { Env } from '../config/env';
 import type { Logger } from '../logger';
 import { operatorPolicy, outboundPolicyFromEnv, type OutboundPolicy, type Resolver } from '../net/url-policy';
-import { EmbeddingCache, embeddingCacheKey, type EmbeddingCacheStats } from './cache';
+import { EmbeddingCache, embeddingCacheKeyOfHash, textHash, type EmbeddingCacheStats } from './cache';
 import { RemoteEmbedder } from './remote';
 import { resolveEmbeddingDetail, withMeasuredDimensions, type EmbeddingResolution, type EmbeddingSettings, type ResolveEnv, type ResolutionDetail } from './resolve';
 import { StaticEmbedder } from './static';
@@ -131,7 +131,13 @@ export class EmbeddingService {
     const idKey = `${res.source}|${res.identity}`;
     const cacheModel = res.identity ?? res.model ?? 'unknown';
     const scope = opts.cacheScope ?? '';
-    const keyOf = (text: string, dim: number | null) => `${embeddingCacheKey(res.source as string, cacheModel, dim, text)}:${scope}`;
+    // The text's hash, computed once per text for the read and the write of its entry (issue 14: twice per chat before).
+    const hashes = new Map<string, string>();
+    const keyOf = (text: string, dim: number | null) => {
+      let hash = hashes.get(text);
+      if (hash === undefined) hashes.set(text, (hash = textHash(text)));
+      return `${embeddingCacheKeyOfHash(res.source as string, cacheModel, dim, hash)}:${scope}`;
+    };
 
     const vectors: Array<Float32Array | null> = new Array(texts.length).fill(null);
     const pending = new Map<string, number[]>();

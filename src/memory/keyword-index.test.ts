@@ -163,6 +163,36 @@ describe('TenantKeywordIndex bookkeeping', () => {
     }
   });
 
+  it('filters expiry and retention as SQLite compares the strings, also where a timestamp is not canonical ISO', () => {
+    const ix = new TenantKeywordIndex();
+    const rows: [string | null, string][] = [
+      [null, '2026-03-01T10:00:00.000Z'], // 1 fresh
+      [null, '2026-02-01T10:00:00.000Z'], // 2 stale
+      [null, '2026-02-20 10:00:00'], // 3 SQL's datetime(): after the cut in time, before it as a string (' ' < 'T')
+      [null, '2026-02-20T00:00:00.000Z'], // 4 updated exactly at the cut: kept (updated_at >= cut)
+      ['2026-03-05T00:00:00.000Z', '2026-03-01T10:00:00.000Z'], // 5 expired
+      ['2026-03-20T00:00:00.000Z', '2026-03-01T10:00:00.000Z'], // 6 not yet
+      ['2026-03-10 10:00:00', '2026-03-01T10:00:00.000Z'], // 7 expiry as datetime(): later in time, earlier as a string
+      ['2026-03-10T00:00:00.000Z', '2026-03-01T10:00:00.000Z'], // 8 expires exactly now: not live (expires_at > now)
+      ['2026-03-10T00:00:00Z', '2026-03-01T10:00:00.000Z'], // 9 no milliseconds: the same instant as now, after it as a string
+    ];
+    rows.forEach(([expiresAt, updatedAt], i) => ix.put({ rowId: i + 1, content: `okapi row ${i}`, key: null, sessionId: null, expiresAt, updatedAt }));
+    const ids = (f: KeywordFilter) => ix.search(['okapi'], f, 100).map((h) => h.rowId).sort((a, c) => a - c);
+    // candidateFilterSql's predicate, on the strings.
+    const sql = (f: KeywordFilter) =>
+      rows.flatMap(([exp, upd], i) => ((exp === null || exp > f.nowIso) && (f.freshAfterIso === null || upd >= f.freshAfterIso) ? [i + 1] : []));
+    const nowIso = '2026-03-10T00:00:00.000Z';
+    for (const f of [
+      { nowIso, freshAfterIso: '2026-02-20T00:00:00.000Z', sessionId: null },
+      { nowIso, freshAfterIso: null, sessionId: null },
+      // A filter whose own strings are not canonical is compared as strings throughout.
+      { nowIso: '2026-03-10 00:00:00', freshAfterIso: '2026-02-20 00:00:00', sessionId: null },
+    ]) {
+      expect(ids(f)).toEqual(sql(f));
+    }
+    expect(ids({ nowIso, freshAfterIso: '2026-02-20T00:00:00.000Z', sessionId: null })).toEqual([1, 4, 6, 9]);
+  });
+
   it('bestSlots keeps the same top as a full sort of hit objects, ties by row id', () => {
     const r = rng(9);
     const n = 5000;
@@ -307,6 +337,35 @@ describe('KeywordIndexCache: the listener a record cache hangs on, and the catch
       expect(events).toEqual(['reset A']);
     } finally {
       other.close();
+      s.close();
+    }
+  });
+
+  it('current() catches a held key up with one read of the head, applies a few changes, and leaves many (or none held) to warm()', async () => {
+    const s = tempStorage();
+    try {
+      s.memory.upsertMany([memoryInput({ apiKeyId: 'A', content: 'gecko one' })], { source: 'api' });
+      const repo = new KeywordIndexRepository(s.db.db);
+      const cache = new KeywordIndexCache(repo, 64 * 1_048_576);
+      expect(cache.current('A')).toBeNull();
+      await cache.warm('A');
+      const idx = cache.index('A');
+      const head = jest.spyOn(repo, 'logHead');
+      const pending = jest.spyOn(repo, 'pendingAtMost');
+      expect(cache.current('A')).toBe(idx);
+      expect(head).toHaveBeenCalledTimes(1);
+      expect(pending).not.toHaveBeenCalled();
+      s.memory.upsertMany([memoryInput({ apiKeyId: 'A', content: 'gecko two' })], { source: 'api' });
+      expect(cache.current('A')).toBe(idx);
+      expect(idx.search(['gecko'], open, 10)).toHaveLength(2);
+      s.memory.upsertMany(sentences(5, 2100).map((content, i) => memoryInput({ apiKeyId: 'A', content: `${content} gecko${i}` })), { source: 'api' });
+      const rowReads = jest.spyOn(repo, 'row');
+      expect(cache.current('A')).toBeNull();
+      expect(rowReads).not.toHaveBeenCalled();
+      await cache.warm('A');
+      expect(cache.current('A')).not.toBe(idx);
+      expect(cache.current('A')!.rows).toBe(2102);
+    } finally {
       s.close();
     }
   });

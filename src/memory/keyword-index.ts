@@ -56,12 +56,20 @@ class IntList {
  * the slots themselves when they are few, else a bounded heap of slot numbers. Reorders `slots`.
  */
 export function bestSlots(slots: Int32Array, count: number, limit: number, scores: Float64Array, rowIds: readonly number[]): Int32Array {
-  // The sign of `bm25(a) - bm25(c)` with bm25 = -score (negation is exact), then the row ids.
-  const cmp = (a: number, c: number) => scores[c]! - scores[a]! || rowIds[a]! - rowIds[c]!;
+  // The sign of `bm25(a) - bm25(c)` with bm25 = -score (negation is exact), then the row ids. Returned as
+  // ±1 (a zero or NaN difference falls through to the row ids, as `||` did): a fractional difference
+  // returned from the comparator is a heap number per comparison.
+  const cmp = (a: number, c: number) => {
+    const d = scores[c]! - scores[a]!;
+    return d > 0 ? 1 : d < 0 ? -1 : rowIds[a]! - rowIds[c]!;
+  };
   if (count <= limit * 4) return slots.subarray(0, count).sort(cmp).subarray(0, Math.min(count, limit));
   // Max-heap (by cmp) of the best `limit` so far: its root is the worst of them.
   const heap = new Int32Array(limit);
   let size = 0;
+  // The root's score and row id, so most slots (worse than the root) are passed over without a call of cmp.
+  let rootScore = 0;
+  let rootRow = 0;
   for (let k = 0; k < count; k++) {
     const s = slots[k]!;
     if (size < limit) {
@@ -75,7 +83,13 @@ export function bestSlots(slots: Int32Array, count: number, limit: number, score
         heap[p] = t;
         i = p;
       }
-    } else if (cmp(s, heap[0]!) < 0) {
+      rootScore = scores[heap[0]!]!;
+      rootRow = rowIds[heap[0]!]!;
+      continue;
+    }
+    // cmp(s, root) < 0, written out: a higher score, or the same score and a lower row id.
+    const score = scores[s]!;
+    if (score > rootScore || (score === rootScore && rowIds[s]! < rootRow)) {
       heap[0] = s;
       for (let i = 0; ; ) {
         const l = 2 * i + 1;
@@ -89,9 +103,23 @@ export function bestSlots(slots: Int32Array, count: number, limit: number, score
         heap[w] = t;
         i = w;
       }
+      rootScore = scores[heap[0]!]!;
+      rootRow = rowIds[heap[0]!]!;
     }
   }
   return heap.subarray(0, size).sort(cmp);
+}
+
+/**
+ * The instant of a canonical ISO string (`YYYY-MM-DDTHH:mm:ss.sssZ`, what toISOString writes), else NaN.
+ * Canonical strings have one fixed width with the most significant field first, so two of them compare
+ * as their instants do: the filter compares these numbers where both sides are canonical, and the
+ * strings themselves (SQLite's BINARY order) otherwise.
+ */
+export function canonicalIsoMs(s: unknown): number {
+  if (typeof s !== 'string' || s.length !== 24) return NaN;
+  const ms = Date.parse(s);
+  return ms === ms && new Date(ms).toISOString() === s ? ms : NaN;
 }
 
 /** Rough bytes of a JS string of this length (header + UTF-16 worst case is not needed: one byte per Latin char). */
@@ -108,6 +136,12 @@ export class TenantKeywordIndex {
   private alive: boolean[] = [];
   private expiresAt: (string | null)[] = [];
   private updatedAt: string[] = [];
+  /**
+   * The same two columns as instants (canonicalIsoMs; expiry Infinity when none): a chat's filter compared a
+   * few thousand timestamp strings (issue 14); NaN where a string is not canonical, compared as a string then.
+   */
+  private expiresMs: number[] = [];
+  private updatedMs: number[] = [];
   private sessions: (string | null)[] = [];
   /** Each slot's term ids, for the document frequencies when it is removed. */
   private slotTerms: Int32Array[] = [];
@@ -132,7 +166,7 @@ export class TenantKeywordIndex {
   /** Estimated bytes held (for the cache's budget). */
   get bytes(): number {
     // Postings grow by doubling (~1.5× their entries on average); each term also costs a map entry and a list.
-    return this.postingEntries * 12 + this.termIds.size * 160 + this.rowIds.length * 48 + this.textBytes + this.scores.byteLength;
+    return this.postingEntries * 12 + this.termIds.size * 160 + this.rowIds.length * 64 + this.textBytes + this.scores.byteLength;
   }
 
   has(rowId: number): boolean {
@@ -178,6 +212,8 @@ export class TenantKeywordIndex {
     this.alive.push(true);
     this.expiresAt.push(row.expiresAt);
     this.updatedAt.push(row.updatedAt);
+    this.expiresMs.push(row.expiresAt === null ? Infinity : canonicalIsoMs(row.expiresAt));
+    this.updatedMs.push(canonicalIsoMs(row.updatedAt));
     this.sessions.push(session);
     this.slotTerms.push(terms);
     this.live++;
@@ -196,6 +232,8 @@ export class TenantKeywordIndex {
     this.slotTerms[slot] = new Int32Array(0);
     this.expiresAt[slot] = null;
     this.updatedAt[slot] = '';
+    this.expiresMs[slot] = Infinity;
+    this.updatedMs[slot] = NaN;
     this.sessions[slot] = null;
     this.live--;
     this.dead++;
@@ -248,9 +286,11 @@ export class TenantKeywordIndex {
       }
     }
     let m = 0;
+    const nowMs = canonicalIsoMs(filter.nowIso);
+    const freshMs = filter.freshAfterIso === null ? NaN : canonicalIsoMs(filter.freshAfterIso);
     for (let i = 0; i < n; i++) {
       const slot = touched[i]!;
-      if (this.passes(slot, filter)) touched[m++] = slot;
+      if (this.passes(slot, filter, nowMs, freshMs)) touched[m++] = slot;
       else scores[slot] = 0;
     }
     const best = bestSlots(touched, m, limit, scores, this.rowIds);
@@ -260,11 +300,23 @@ export class TenantKeywordIndex {
     return hits;
   }
 
-  /** candidateFilterSql's predicate on the slot's columns (ISO strings compare as SQLite compares them). */
-  private passes(slot: number, f: KeywordFilter): boolean {
-    const exp = this.expiresAt[slot];
-    if (exp !== null && !(exp! > f.nowIso)) return false;
-    if (f.freshAfterIso !== null && !(this.updatedAt[slot]! >= f.freshAfterIso)) return false;
+  /**
+   * candidateFilterSql's predicate on the slot's columns (ISO strings compare as SQLite compares them):
+   * as instants where the slot's and the filter's strings are both canonical (the same order), else as strings.
+   */
+  private passes(slot: number, f: KeywordFilter, nowMs: number, freshMs: number): boolean {
+    const expMs = this.expiresMs[slot]!;
+    if (expMs !== Infinity) {
+      if (expMs === expMs && nowMs === nowMs) {
+        if (!(expMs > nowMs)) return false;
+      } else if (!(this.expiresAt[slot]! > f.nowIso)) return false;
+    }
+    if (f.freshAfterIso !== null) {
+      const updMs = this.updatedMs[slot]!;
+      if (updMs === updMs && freshMs === freshMs) {
+        if (!(updMs >= freshMs)) return false;
+      } else if (!(this.updatedAt[slot]! >= f.freshAfterIso)) return false;
+    }
     if (f.sessionId !== null && this.sessions[slot] !== f.sessionId) return false;
     return true;
   }
@@ -279,6 +331,8 @@ export class TenantKeywordIndex {
     this.lens = pick(this.lens);
     this.expiresAt = pick(this.expiresAt);
     this.updatedAt = pick(this.updatedAt);
+    this.expiresMs = pick(this.expiresMs);
+    this.updatedMs = pick(this.updatedMs);
     this.sessions = pick(this.sessions);
     this.slotTerms = pick(this.slotTerms);
     this.alive = keep.map(() => true);
@@ -427,9 +481,7 @@ export class KeywordIndexCache {
     const held = this.copies.get(apiKeyId);
     // The usual case, a held copy and nothing logged since: one read of the head.
     if (held && this.repo.logHead() === held.seq) return Promise.resolve();
-    // Catching up reads one row per changed id on the event loop: past a slice's worth (a worker importing
-    // into the key), reloading in slices is the cheaper and non-blocking way.
-    if (held && held.seq >= this.repo.prunedBelow() && this.repo.pendingAtMost(apiKeyId, held.seq, LOAD_SLICE_ROWS) < LOAD_SLICE_ROWS) return Promise.resolve();
+    if (held && this.fewPending(apiKeyId, held)) return Promise.resolve();
     if (held) this.drop(apiKeyId); // missed pruned entries or too many changes: reloaded in slices, not synchronously by index()
     let p = this.loading.get(apiKeyId);
     if (!p) {
@@ -437,6 +489,31 @@ export class KeywordIndexCache {
       this.loading.set(apiKeyId, p);
     }
     return p;
+  }
+
+  /**
+   * The key's index caught up as index() does, when that is cheap: the copy is held, and nothing
+   * was logged since (one read of the head) or fewer changes than a slice and none pruned. Else
+   * null, and the caller awaits warm(), which reloads the key in slices. What warm() then index()
+   * do for a held key, with one read of the log head instead of two (issue 14: once per chat).
+   */
+  current(apiKeyId: string): TenantKeywordIndex | null {
+    const copy = this.copies.get(apiKeyId);
+    if (!copy) return null;
+    if (this.repo.logHead() === copy.seq) {
+      this.copies.delete(apiKeyId); // re-inserted: Map order is the LRU order
+      this.copies.set(apiKeyId, copy);
+      return copy.index;
+    }
+    return this.fewPending(apiKeyId, copy) ? this.index(apiKeyId) : null;
+  }
+
+  /**
+   * Catching up reads one row per changed id on the event loop: past a slice's worth (a worker importing
+   * into the key), reloading in slices is the cheaper and non-blocking way.
+   */
+  private fewPending(apiKeyId: string, copy: TenantCopy): boolean {
+    return copy.seq >= this.repo.prunedBelow() && this.repo.pendingAtMost(apiKeyId, copy.seq, LOAD_SLICE_ROWS) < LOAD_SLICE_ROWS;
   }
 
   private async loadInSlices(apiKeyId: string): Promise<void> {

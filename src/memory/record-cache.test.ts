@@ -30,6 +30,36 @@ describe('RecordCache', () => {
     expect(c.size).toBe(1);
   });
 
+  it("a view serves the key's held rows, follows invalidations, and finds nothing once the rows are dropped or evicted", () => {
+    const c = new RecordCache(1 << 20);
+    c.put('A', rec('A', 1), 2);
+    c.put('A', rec('A', 2), 2);
+    c.put('B', rec('B', 3), 2);
+    expect(c.view('C')).toBeNull();
+    const a = c.view('A')!;
+    expect(a.byRowId(1)?.content).toBe('memory 1');
+    expect(a.byRowId(3)).toBeUndefined(); // another key's row
+    c.invalidate('A', [1]);
+    expect(a.byRowId(1)).toBeUndefined();
+    expect(a.byRowId(2)?.content).toBe('memory 2');
+    // Dropped (the key's index reloaded), then read again: the old view must not serve the dropped row.
+    c.drop('A');
+    c.put('A', rec('A', 1, 'memory 1, changed'), 2);
+    expect(a.byRowId(2)).toBeUndefined();
+    expect(a.byRowId(1)).toBeUndefined();
+    expect(c.view('A')!.byRowId(1)?.content).toBe('memory 1, changed');
+    const b = c.view('B')!;
+    c.clear();
+    expect(b.byRowId(3)).toBeUndefined();
+    // Evicted for another key's rows.
+    const small = new RecordCache(1);
+    small.put('A', rec('A', 1), 2);
+    const v = small.view('A')!;
+    small.put('B', rec('B', 2), 2);
+    expect(small.view('A')).toBeNull();
+    expect(v.byRowId(1)).toBeUndefined();
+  });
+
   it('invalidate and drop forget rows and their bytes', () => {
     const c = new RecordCache(1 << 20);
     c.put('A', rec('A', 1), 2);

@@ -31,15 +31,39 @@ function freezeDeep(v: unknown): void {
   for (const x of Object.values(v)) freezeDeep(x);
 }
 
-/** Rough bytes of a cached record (strings at 2 bytes a character, plus object and map overhead). */
+/**
+ * Rough bytes of a cached record (strings at 2 bytes a character, plus object and map overhead). The
+ * content counts twice: retrieval keeps the row's folded content for its duplicate check on the
+ * row (text-memo.ts rowDuplicateKey), at most as long as the content.
+ */
 function sizeOf(r: CachedRecord, metadataChars: number): number {
-  return 320 + 2 * (r.content.length + r.key.length + r.sessionId.length + r.id.length + r.apiKeyId.length + metadataChars);
+  return 360 + 2 * (2 * r.content.length + r.key.length + r.sessionId.length + r.id.length + r.apiKeyId.length + metadataChars);
 }
 
 interface KeyRows {
   byRow: Map<number, { record: CachedRecord; bytes: number }>;
   rowOf: Map<string, number>;
   bytes: number;
+}
+
+/** A key's rows no longer held: emptied, so a view made of them (RecordCache.view) finds nothing. */
+function emptied(rows: KeyRows): void {
+  rows.byRow.clear();
+  rows.rowOf.clear();
+}
+
+/** One key's held rows by internal row id (RecordCache.view). */
+export class RowView {
+  constructor(
+    private readonly apiKeyId: string,
+    private readonly byRow: ReadonlyMap<number, { record: CachedRecord }>,
+  ) {}
+
+  /** The key's row, or undefined when not held. */
+  byRowId(rowId: number): CachedRecord | undefined {
+    const r = this.byRow.get(rowId)?.record;
+    return r !== undefined && r.apiKeyId === this.apiKeyId ? r : undefined;
+  }
 }
 
 /** Per-key memory rows within a byte budget (least recently used keys dropped first); a budget of 0 holds nothing. */
@@ -69,6 +93,17 @@ export class RecordCache {
   byRowId(apiKeyId: string, rowId: number): CachedRecord | undefined {
     const r = this.keys.get(apiKeyId)?.byRow.get(rowId)?.record;
     return r && r.apiKeyId === apiKeyId ? r : undefined;
+  }
+
+  /**
+   * The key's rows for a batch of lookups by internal row id (the key looked up once, not per row),
+   * or null when none are held. The view follows the key's later invalidations; once the key's rows
+   * are dropped (or evicted) it finds nothing, so a view kept past that never serves a row the cache
+   * no longer vouches for.
+   */
+  view(apiKeyId: string): RowView | null {
+    const rows = this.keys.get(apiKeyId);
+    return rows ? new RowView(apiKeyId, rows.byRow) : null;
   }
 
   /** The key's row by public id, or undefined when not held. */
@@ -120,9 +155,11 @@ export class RecordCache {
     if (!rows) return;
     this.held -= rows.bytes;
     this.keys.delete(apiKeyId);
+    emptied(rows);
   }
 
   clear(): void {
+    for (const rows of this.keys.values()) emptied(rows);
     this.keys.clear();
     this.held = 0;
   }
@@ -143,6 +180,7 @@ export class RecordCache {
       if (key === keep) continue;
       this.held -= rows.bytes;
       this.keys.delete(key);
+      emptied(rows);
     }
     const rows = this.keys.get(keep);
     if (!rows) return;

@@ -52,6 +52,8 @@ export interface DateWindow {
 const MONTHS = ['january', 'february', 'march', 'april', 'may', 'june', 'july', 'august', 'september', 'october', 'november', 'december'];
 const MONTH_RE = '(january|february|march|april|may|june|july|august|september|october|november|december|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)';
 
+const MAY_NAME_A_DATE = /\d|yesterday|today|last |jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec/;
+
 const day = (y: number, m0: number, d: number): string => new Date(Date.UTC(y, m0, d)).toISOString().slice(0, 10);
 const monthIndex = (name: string): number => MONTHS.findIndex((m) => m.startsWith(name.toLowerCase().slice(0, 3)));
 const monthWindow = (y: number, m0: number): DateWindow => ({ from: day(y, m0, 1), to: day(y, m0 + 1, 1) });
@@ -67,6 +69,9 @@ const dayWindow = (y: number, m0: number, d: number): DateWindow => ({ from: day
  */
 export function dateWindowOf(query: string, now: Date): DateWindow | null {
   const q = query.toLowerCase();
+  // Every pattern below needs a digit, "yesterday", "today", "last " or a month's first three letters:
+  // one scan rules most questions out before a dozen (issue 14: once per hybrid chat).
+  if (!MAY_NAME_A_DATE.test(q)) return null;
   const Y = now.getUTCFullYear();
   const M = now.getUTCMonth();
   const D = now.getUTCDate();

@@ -219,7 +219,19 @@ function sortFused<Id extends string | number>(hits: FusedHit<Id>[], votes: (lis
     });
     return { h, present, best, id: String(h.id) };
   });
-  keyed.sort((a, b) => b.h.score - a.h.score || b.present - a.present || a.best - b.best || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  // Signs, not differences: a fractional difference returned from the comparator is a heap number per
+  // comparison. A zero or NaN difference falls through to the next key, as `||` did.
+  keyed.sort((a, b) => {
+    const score = b.h.score - a.h.score;
+    if (score > 0) return 1;
+    if (score < 0) return -1;
+    const present = b.present - a.present;
+    if (present !== 0) return present;
+    const best = a.best - b.best;
+    if (best > 0) return 1;
+    if (best < 0) return -1;
+    return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+  });
   return keyed.map((k) => k.h);
 }
 
@@ -255,20 +267,23 @@ export function convexFuse<Id extends string | number>(lists: NormalisedHit<Id>[
   const total = w.reduce((a, x) => a + x, 0);
   if (total === 0) return [];
   const byId = new Map<Id, FusedHit<Id>>();
-  lists.forEach((list, li) => {
-    list.forEach((hit, i) => {
-      if (!hit || !Number.isFinite(hit.score)) return;
+  // Plain loops: ~200 hits per chat, each a closure call and a `ranks` array built by another map() before.
+  for (let li = 0; li < lists.length; li++) {
+    const list = lists[li]!;
+    for (let i = 0; i < list.length; i++) {
+      const hit = list[i];
+      if (!hit || !Number.isFinite(hit.score)) continue;
       let fused = byId.get(hit.id);
       if (!fused) {
-        fused = { id: hit.id, score: 0, ranks: lists.map(() => null) };
+        fused = { id: hit.id, score: 0, ranks: new Array<number | null>(lists.length).fill(null) };
         byId.set(hit.id, fused);
       }
       // A duplicate id inside one list counts once, at its first (best) position.
-      if (fused.ranks[li] !== null) return;
+      if (fused.ranks[li] !== null) continue;
       fused.ranks[li] = i + 1;
       fused.score += (w[li] * Math.min(1, Math.max(0, hit.score))) / total;
-    });
-  });
+    }
+  }
   const votes = (li: number) => w[li] > 0;
   return sortFused([...byId.values()].filter((h) => h.ranks.some((r, li) => r !== null && votes(li))), votes);
 }

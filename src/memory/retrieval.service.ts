@@ -19,7 +19,7 @@ import { applyScoreFloor, boostInWindow, dateWindowOf, expansionTerms, extrasFor
 import { RetrievalExtrasRepository } from './retrieval-extras.repository';
 import { RecordCache, type CachedRecord } from './record-cache';
 import type { MemorySettings, SettingsService } from './settings';
-import { duplicateKey } from './text-memo';
+import { rowDuplicateKey } from './text-memo';
 import { estimateTokens } from './tokens';
 import { toPublic } from './types';
 
@@ -37,6 +37,8 @@ const RECENT_LIMIT = 200;
 const MIN_VECTOR_SCORE = 0.2;
 /** ...and neither are hits far below the best one (weak models score everything ~0.3). */
 const RELATIVE_VECTOR_FLOOR = 0.5;
+/** Why the vector tier was not used: the index is not built for the embedding model in effect. */
+const NOT_BUILT_FOR_MODEL = 'vector index not built for the current embedding model yet (reindex pending)';
 /** Convex fusion's weights when the settings leave them null (bench/README.md, `quality`: the best pair on every set). */
 export const CONVEX_DEFAULT_WEIGHTS = { fts: 1, vector: 0.2 } as const;
 
@@ -75,15 +77,21 @@ function relevanceOf(r: CachedRecord, query: string): number {
   return getRelevanceScore({ content: r.content, key: r.key, metadata: r.metadata }, query);
 }
 
-/** Keeps the first (best-ranked) of rows whose normalised content is the same. */
-function withoutDuplicateContent(items: RankedRow[]): RankedRow[] {
+/**
+ * The ranked rows as budget-walk rows, keeping the first (best-ranked) of rows whose normalised
+ * content is the same; the duplicate check's folded content is kept on the row (rowDuplicateKey).
+ */
+function distinctRows(ranked: readonly { c: Candidate; score: number; tier: RetrievedItem['tier'] }[]): RankedRow[] {
   const seen = new Set<string>();
-  return items.filter((it) => {
-    const k = duplicateKey(it.content);
-    if (seen.has(k)) return false;
+  const out: RankedRow[] = [];
+  for (const { c, score, tier } of ranked) {
+    const k = rowDuplicateKey(c.record);
+    if (seen.has(k)) continue;
     seen.add(k);
-    return true;
-  });
+    const content = c.record.content;
+    out.push({ record: c.record, content, score: Math.round(score * 1e6) / 1e6, tokens: estimateTokens(content), tier, vecScore: c.vecScore, ftsScore: c.ftsScore, truncated: false });
+  }
+  return out;
 }
 
 export interface RetrievalDeps {
@@ -181,8 +189,9 @@ export class RetrievalService implements Retriever {
       resolution.strategyUsed = 'exact';
       if (opts.strategy !== 'exact' && !query) resolution.fallbackReason = 'empty query: newest memories first';
     } else {
-      // The key's keyword index, loaded in slices the first time (keyword-index.ts warm) so a large key does not stall other requests.
-      const warming = apiKeyId !== null ? this.keywordIndex.warm(apiKeyId) : null;
+      // The key's keyword index, loaded in slices the first time (keyword-index.ts warm) so a large key does not stall other
+      // requests. A held copy is caught up after the embedding instead (current(), below or in knownLiveness): one read of the log head.
+      const warming = apiKeyId !== null && !this.keywordIndex.holds(apiKeyId) ? this.keywordIndex.warm(apiKeyId) : null;
       // A warm that fails is retried below; the vector search must not make it an unhandled rejection meanwhile.
       warming?.catch(() => undefined);
       const vec =
@@ -193,13 +202,29 @@ export class RetrievalService implements Retriever {
       signal?.throwIfAborted();
       if (apiKeyId !== null) {
         await warming;
-        // Another key's load may have evicted this one while the embedding was awaited: warm again, so the
-        // synchronous code below never loads a whole key on the event loop (nothing below awaits before it is used).
-        while (!this.keywordIndex.holds(apiKeyId)) await this.keywordIndex.warm(apiKeyId);
-        // The one change-log catch-up of this retrieval: everything below (ranking, and the rows read
-        // through the record cache it invalidates) sees the key as of this point. The vector tier
-        // already caught up (knownLiveness) when the key was held then: that copy, still held, is it.
-        if (!filter.index || this.keywordIndex.held(apiKeyId) !== filter.index) filter.index = this.keywordIndex.index(apiKeyId);
+        // Whether this retrieval loaded the key: then what landed during the load is caught up synchronously (index()),
+        // never by another load, or a worker importing faster than a load takes would have it reload for as long as it imports.
+        let loaded = warming !== null;
+        for (;;) {
+          // Another key's load may have evicted this one while the embedding was awaited: warm again, so the
+          // synchronous code below never loads a whole key on the event loop (nothing below awaits before it is used).
+          while (!this.keywordIndex.holds(apiKeyId)) {
+            await this.keywordIndex.warm(apiKeyId);
+            loaded = true;
+          }
+          // The one change-log catch-up of this retrieval: everything below (ranking, and the rows read
+          // through the record cache it invalidates) sees the key as of this point. The vector tier
+          // already caught up (knownLiveness) when the key was held then: that copy, still held, is it.
+          if (filter.index && this.keywordIndex.held(apiKeyId) === filter.index) break;
+          const index = loaded ? this.keywordIndex.index(apiKeyId) : this.keywordIndex.current(apiKeyId);
+          if (index) {
+            filter.index = index;
+            break;
+          }
+          // Pruned entries missed, or more changes than a synchronous catch-up should apply: reloaded in slices, once.
+          await this.keywordIndex.warm(apiKeyId);
+          loaded = true;
+        }
         this.records.touch(apiKeyId);
       }
       if (vec.hits !== null && vec.store) resolution.vectorStore = vec.store;
@@ -217,18 +242,7 @@ export class RetrievalService implements Retriever {
     }
 
     // The same text under several keys would spend the budget (and the reranker's documents) on repeats.
-    let items: RankedRow[] = withoutDuplicateContent(
-      ranked.map(({ c, score, tier }) => ({
-        record: c.record,
-        content: c.record.content,
-        score: Math.round(score * 1e6) / 1e6,
-        tokens: estimateTokens(c.record.content),
-        tier,
-        vecScore: c.vecScore,
-        ftsScore: c.ftsScore,
-        truncated: false,
-      })),
-    );
+    let items: RankedRow[] = distinctRows(ranked);
 
     if (settings.rerankEnabled && settings.rerankProviderModel && query && items.length > 0) {
       const r = await this.d.reranker.rerank(
@@ -364,6 +378,18 @@ export class RetrievalService implements Retriever {
    */
   private rowsOf(apiKeyId: string, hits: readonly { rowId: number; bm25: number }[]): { record: CachedRecord; bm25: number }[] {
     if (!this.records.enabled) return this.repo.byRowIds(hits);
+    // The usual case once a key is warm: every row held, read through one view of the key's rows.
+    const view = this.records.view(apiKeyId);
+    if (view) {
+      const out: { record: CachedRecord; bm25: number }[] = new Array(hits.length);
+      let i = 0;
+      for (; i < hits.length; i++) {
+        const record = view.byRowId(hits[i].rowId);
+        if (!record) break;
+        out[i] = { record, bm25: hits[i].bm25 };
+      }
+      if (i === hits.length) return out;
+    }
     const rows = this.throughCache(
       apiKeyId,
       hits.map((h) => h.rowId),
@@ -472,18 +498,21 @@ export class RetrievalService implements Retriever {
     if (!embedded.resolution.source) return { hits: null, reason: embedded.resolution.reason || 'no embedding source configured' };
     if (!embedded.vector) return { hits: null, reason: 'the query has no words the embedding model knows' };
     const signature = this.d.vectors.signatureFor(embedded.resolution);
-    if (!signature || this.d.vectors.activeSignature() !== signature) {
-      return { hits: null, reason: 'vector index not built for the current embedding model yet (reindex pending)' };
-    }
+    if (!signature) return { hits: null, reason: NOT_BUILT_FOR_MODEL };
+    const qdrant = this.d.qdrant && this.d.qdrantSettings?.selected() ? this.d.qdrant : null;
+    // The store's search reads the index's signature in the statement it reads anyway and refuses another: then
+    // the check below is left to its error path (sqliteVecHits), one statement less per chat (issue 14).
+    const checkInSearch = !qdrant && this.d.vectors.searchChecksSignature === true;
+    if (!checkInSearch && this.d.vectors.activeSignature() !== signature) return { hits: null, reason: NOT_BUILT_FOR_MODEL };
     // Qdrant first when selected; unhealthy, erroring, timing out or empty → sqlite-vec (then FTS5), with the reason.
     let qdrantNote: string | null = null;
-    if (this.d.qdrant && this.d.qdrantSettings?.selected()) {
+    if (qdrant) {
       const q = await this.qdrantHits(apiKeyId, embedded.vector, filter, signature, signal);
       signal?.throwIfAborted();
       if (q.hits) return { hits: q.hits, reason: null, store: 'qdrant' };
       qdrantNote = q.reason;
     }
-    const fromSqlite = await this.sqliteVecHits(apiKeyId, embedded.vector, filter, signature, signal);
+    const fromSqlite = await this.sqliteVecHits(apiKeyId, embedded.vector, filter, signature, signal, checkInSearch);
     if (!qdrantNote) return fromSqlite;
     if (fromSqlite.hits === null) return { hits: null, reason: `${qdrantNote}; ${fromSqlite.reason}` };
     return { ...fromSqlite, store: 'sqlite-vec', note: `${qdrantNote}; served by sqlite-vec` };
@@ -521,7 +550,8 @@ export class RetrievalService implements Retriever {
     }
   }
 
-  private async sqliteVecHits(apiKeyId: string, vector: Float32Array, filter: Scope, signature: string, signal: AbortSignal | undefined): Promise<VectorOutcome> {
+  /** `checkInSearch`: the caller left the index's signature to the search (searchChecksSignature); its refusal is answered as that check would have. */
+  private async sqliteVecHits(apiKeyId: string, vector: Float32Array, filter: Scope, signature: string, signal: AbortSignal | undefined, checkInSearch = false): Promise<VectorOutcome> {
     const embedded = { vector };
     try {
       const hits = await this.d.vectors.search({
@@ -535,6 +565,8 @@ export class RetrievalService implements Retriever {
       if (hits.length === 0) return { hits: null, reason: 'vector index has no rows for this key yet' };
       return { hits: hits.filter((h) => h.score >= MIN_VECTOR_SCORE).map((h) => ({ id: h.id, score: h.score })), reason: null };
     } catch (err) {
+      // What the skipped check would have answered before the search (the rebuild for another model, or none yet).
+      if (checkInSearch && this.d.vectors.activeSignature() !== signature) return { hits: null, reason: NOT_BUILT_FOR_MODEL };
       if (err instanceof VectorUnavailableError) return { hits: null, reason: `vector search unavailable: ${err.reason}` };
       this.d.log.warn({ err: { message: (err as Error).message } }, 'vector search failed; using keywords');
       return { hits: null, reason: 'vector search failed (degraded to FTS5)' };
@@ -553,12 +585,18 @@ export class RetrievalService implements Retriever {
    */
   private knownLiveness(apiKeyId: string, filter: Scope): KnownLiveness | undefined {
     // The cache is only as current as a held index copy; while the key loads (or without a cache) the store asks SQLite.
-    if (!this.records.enabled || !this.keywordIndex.holds(apiKeyId)) return undefined;
-    // The retrieval's catch-up (retrieve reuses it while this copy stays held).
-    filter.index = this.keywordIndex.index(apiKeyId);
+    if (!this.records.enabled) return undefined;
+    // The retrieval's catch-up (retrieve reuses it while this copy stays held); null when the key is not
+    // held or has more changes than a synchronous catch-up should apply (retrieve reloads it in slices).
+    const index = this.keywordIndex.current(apiKeyId);
+    if (!index) return undefined;
+    filter.index = index;
     const { nowIso, freshAfterIso, sessionId } = filter;
+    // The key's rows as held now (the store asks synchronously, in this turn); a view finds nothing once they are dropped.
+    const view = this.records.view(apiKeyId);
+    if (!view) return undefined;
     return (rowId) => {
-      const r = this.records.byRowId(apiKeyId, rowId);
+      const r = view.byRowId(rowId);
       if (!r) return undefined;
       // Both sides are text, and the instants are ASCII: JavaScript's order is SQLite's BINARY order.
       const expires: unknown = r.expiresAt;

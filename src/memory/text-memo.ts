@@ -52,3 +52,29 @@ const duplicateKeys = new TextMemo(foldForDuplicates, 2_000_000);
 export function duplicateKey(s: string): string {
   return duplicateKeys.get(s);
 }
+
+const ROW_KEY = Symbol('engram.duplicateKey');
+
+/** A row's folded content, with the content it was folded from. */
+interface FoldedContent {
+  of: string;
+  key: string;
+}
+
+/**
+ * The duplicate-check form of a row's content, kept on the row object itself (a non-enumerable
+ * symbol property, invisible to spreads, JSON and toPublic): retrieval checks the same cached rows
+ * (record-cache.ts) at every chat, and a property read is far cheaper than the memo's lookup keyed
+ * by the whole text (issue #14). It is recomputed when the content is no longer the one it was
+ * folded from, and computed per call for a row that cannot take a property (frozen).
+ */
+export function rowDuplicateKey(row: { readonly content: string }): string {
+  const held = (row as { [ROW_KEY]?: FoldedContent })[ROW_KEY];
+  if (held !== undefined && held.of === row.content) return held.key;
+  const key = foldForDuplicates(row.content);
+  if (held !== undefined) {
+    held.of = row.content;
+    held.key = key;
+  } else if (Object.isExtensible(row)) Object.defineProperty(row, ROW_KEY, { value: { of: row.content, key }, enumerable: false });
+  return key;
+}

@@ -97,6 +97,8 @@ function toHit(r: { rowId: number; id: string; distance: number }): VectorHit {
  */
 export class SqliteVecStore implements VectorStore {
   readonly kind = 'sqlite-vec' as const;
+  /** knn's readyIndex refuses a search whose signature is not the index's (from searchState's one statement). */
+  readonly searchChecksSignature = true;
   private readonly repo: VectorRepository;
   private readonly vecLoaded: boolean;
   /** The storage type new signatures ask for (MEMORY_VEC_QUANTIZATION). */

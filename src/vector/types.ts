@@ -121,6 +121,13 @@ export interface VectorStore {
   available(): boolean;
   /** The signature the stored vectors were built for; null before the first build. */
   activeSignature(): string | null;
+  /**
+   * True when `search` itself refuses, with VectorUnavailableError 'index_not_built' or
+   * 'signature_mismatch', whenever the index is not built for `filter.signature` (reading the
+   * signature in the statement it reads anyway): a caller may then leave its own activeSignature
+   * check to the error path.
+   */
+  readonly searchChecksSignature?: boolean;
   /** The signature vectors of this embedding resolution get in this store (null while the width is unknown). */
   signatureFor(resolution: SignatureInput): string | null;
   /** Writes vectors; with `expectedSignature`, refuses when the index was rebuilt for another model meanwhile. */

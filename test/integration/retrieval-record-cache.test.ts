@@ -222,6 +222,89 @@ describe('retrieval record cache', () => {
     }
   });
 
+  it('a held key with more changes waiting than a slice is reloaded in slices, not caught up row by row, and the retrieve sees them', async () => {
+    const t = setup();
+    try {
+      t.add('A', 'tea', 'the user likes green tea');
+      expect((await t.retrieve('A', 'green tea')).length).toBe(1);
+      // A worker imports 2,100 rows into the key (no vectors: the keyword tier finds them).
+      t.w.memory.upsertMany(
+        Array.from({ length: 2100 }, (_, i) => memoryInput({ apiKeyId: 'A', key: `imp${i}`, content: i === 7 ? 'okapi drinks green tea' : `imported row ${i}` })),
+        worker,
+      );
+      const rowReads = jest.spyOn(KeywordIndexRepository.prototype, 'row');
+      const page = jest.spyOn(KeywordIndexRepository.prototype, 'page');
+      try {
+        const items = await t.retrieve('A', 'okapi green tea');
+        expect(byKey(items).has('imp7')).toBe(true);
+        expect(rowReads).not.toHaveBeenCalled();
+        expect(page.mock.calls.length).toBeGreaterThan(1);
+      } finally {
+        rowReads.mockRestore();
+        page.mockRestore();
+      }
+    } finally {
+      t.close();
+    }
+  });
+
+  it.each(['held', 'not held yet'] as const)('a key a worker keeps importing into (%s) is loaded once per retrieve, then caught up with what landed during the load', async (state) => {
+    const t = setup();
+    try {
+      t.add('A', 'tea', 'the user likes green tea');
+      if (state === 'held') expect((await t.retrieve('A', 'green tea')).length).toBe(1);
+      // The retrieve loads the key (held: more than a slice waiting); and while each load reads its first slice,
+      // the worker imports more than a slice again (a long import), at most three times here.
+      const importBatch = (n: number) =>
+        t.w.memory.upsertMany(
+          Array.from({ length: 2100 }, (_, i) => memoryInput({ apiKeyId: 'A', key: `imp${n}-${i}`, content: i === 7 ? `okapi${n} drinks green tea` : `imported row ${n} ${i}` })),
+          worker,
+        );
+      importBatch(0);
+      let loads = 0;
+      const original = KeywordIndexRepository.prototype.page;
+      const page = jest.spyOn(KeywordIndexRepository.prototype, 'page').mockImplementation(function (this: KeywordIndexRepository, apiKeyId, after, limit) {
+        if (after === 0 && ++loads <= 3) importBatch(loads);
+        return original.call(this, apiKeyId, after, limit);
+      });
+      try {
+        const items = await t.retrieve('A', 'okapi0 okapi1 green tea');
+        // One load: what the worker wrote during it is applied after it (as index() does), not by another load.
+        expect(loads).toBe(1);
+        expect(byKey(items).has('imp0-7')).toBe(true);
+        expect(byKey(items).has('imp1-7')).toBe(true);
+      } finally {
+        page.mockRestore();
+      }
+    } finally {
+      t.close();
+    }
+  });
+
+  it('a warm retrieve reads the vector index\'s signature once (the search\'s own statement), and an index built for another model is still reported as such', async () => {
+    const t = setup();
+    try {
+      t.add('A', 'tea', 'the user likes green tea');
+      await t.retrieve('A', 'green tea');
+      const readSignature = jest.spyOn(VectorRepository.prototype, 'readSignature');
+      try {
+        const r = await t.retrieval.retrieve('A', { query: 'green tea', strategy: 'hybrid', maxTokens: 4000, retentionDays: 0 }, { preview: true });
+        expect(r.resolution.fallbackReason).toBeNull();
+        expect(r.items[0]!.tier).toBe('hybrid-convex');
+        expect(readSignature).not.toHaveBeenCalled();
+      } finally {
+        readSignature.mockRestore();
+      }
+      // Rebuilt for another model (by another process): the query's vector is not comparable.
+      t.w.vectors.rebuild('fake:other-model:4', DIM);
+      const r = await t.retrieval.retrieve('A', { query: 'green tea', strategy: 'hybrid', maxTokens: 4000, retentionDays: 0 }, { preview: true });
+      expect(r.resolution.fallbackReason).toBe('vector index not built for the current embedding model yet (reindex pending)');
+      expect(r.items.map((i) => [i.memory.key, i.tier])).toEqual([['tea', 'fts5']]);
+    } finally {
+      t.close();
+    }
+  });
+
   it('a warm retrieve catches the key up once: the vector tier\'s catch-up is the ranking\'s while the same index copy is held', async () => {
     const t = setup();
     try {
@@ -231,8 +314,9 @@ describe('retrieval record cache', () => {
       const logHead = jest.spyOn(KeywordIndexRepository.prototype, 'logHead');
       try {
         expect((await t.retrieve('A', 'green tea')).length).toBe(2);
-        // warm's check before the embedding, then one catch-up (before: warm, the vector tier's, the ranking's).
-        expect(logHead).toHaveBeenCalledTimes(2);
+        // One catch-up, after the embedding, shared by the vector tier and the ranking (before: warm's check before
+        // the embedding too, and earlier the ranking's own).
+        expect(logHead).toHaveBeenCalledTimes(1);
       } finally {
         logHead.mockRestore();
       }
