@@ -63,6 +63,7 @@ export async function runRetrievalAbBench(): Promise<void> {
     await embedPending(ctx.embedding, ctx.vectors, settings, signature, probe.resolution.dimensions!);
     const deps = retrievalDeps(ctx);
     const services: [string, Retriever, Partial<RetrieveOptions>][] = [
+      // With the same in-memory scan budget as this build's store (without it, that build's KNN was vec0's).
       ['before', new Old({ ...deps, vectors: new OldStore(ctx.db.db, { vecLoaded: ctx.db.vecLoaded, quantization: ctx.env.MEMORY_VEC_QUANTIZATION, scanCacheBytes: ctx.env.MEMORY_VEC_SCAN_CACHE_MB * 1_048_576 }) }), {}],
       ['this build', new RetrievalService(deps), {}],
       ...(flag('rrf') ? [['this build, rrf', new RetrievalService(deps), { fusion: { method: 'rrf' } }] as [string, Retriever, Partial<RetrieveOptions>]] : []),

@@ -310,7 +310,7 @@ describe('SqliteVecStore with the in-memory WebAssembly scan (issue #14)', () =>
   });
 
   it('keeps a tenant between half and all of the budget across writes, without reloading it', () => {
-    // 2,000 rows of 64 floats take ~0.54 MB; the budget (0.9 MB) holds them but not a doubled matrix.
+    // 2,000 rows of 64 floats take ~0.74 MB with their int8 copy; the budget (0.9 MB) holds them but not a doubled matrix.
     const p = open(testEnv(), 900_000);
     const vec0 = open(p.s.env, 0);
     const dim = 64;
