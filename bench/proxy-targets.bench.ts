@@ -190,10 +190,14 @@ async function sequential(targets: Target[], queries: string[], offset: number):
   const out = new Map<string, number[]>(targets.map((t) => [t.label, []]));
   try {
     for (let i = 0; i < WARMUP + SEQUENTIAL; i++) {
-      // A-B-C, C-B-A: a request right after another api's pays for that api's after-response work (access log,
-      // close handlers, GC) on a 2-core machine: with one fixed order the build measured second was 1.2 ms slower at
-      // p50 than the one before it, and level with it (2.61 / 2.65 ms overhead) when the order alternated.
-      for (const t of i % 2 === 0 ? targets : [...targets].reverse()) {
+      // direct-A-B, direct-B-A: a request right after another api's pays for that api's after-response work (access
+      // log, close handlers, the extract-facts enqueue, GC) on a 2-core machine: with one fixed order the build
+      // measured second was 1.2 ms slower at p50 than the one before it. Each round starts with the upstream called
+      // directly, so no api ever follows itself: the earlier A-B-C, C-B-A order made the last build follow its own
+      // request at every round boundary, and it read 0.24-0.31 ms slower at p50 with memory on than the same code as
+      // `before` (bench/README.md, "Sixth pass", the sequential order).
+      const apis = targets.slice(1);
+      for (const t of [targets[0]!, ...(i % 2 === 0 ? apis : [...apis].reverse())]) {
         const d = await once(dispatcher, t, chatBody(queries, offset + i));
         if (i >= WARMUP) out.get(t.label)!.push(d);
       }
@@ -461,7 +465,7 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
       }
     }
     for (const [label, x] of injectedSeen) console.log(`${label}: ${x.chats} chats with memory injected, on average ${f1(x.injected / x.chats)} memories and ${int(x.tokens / x.chats)} tokens each`);
-    console.log(`\nSequential requests (${SEQUENTIAL} after ${WARMUP} warm-up, targets alternating request by request, order reversed every round), upstream fixed ${UPSTREAM_DELAY_MS} ms:`);
+    console.log(`\nSequential requests (${SEQUENTIAL} after ${WARMUP} warm-up, targets alternating request by request: direct first, then the builds, their order reversed every round), upstream fixed ${UPSTREAM_DELAY_MS} ms:`);
     console.table(seq);
     console.log(`\nautocannon, ${CONNECTIONS} connections, ${o.durationS} s per run, two runs per target in the order direct, builds, builds reversed, direct, every chat a new user question; api CPU = process.cpuUsage() delta in the api process / 2xx responses (all its threads; "of it main thread" from /proc/<pid>/task, in clock ticks: the rest is V8's GC and compiler threads and libuv's pool):`);
     console.table(thr);
