@@ -316,6 +316,28 @@ describe('dot-scan (WebAssembly SIMD KNN scan)', () => {
       expect(small.m.stats.firstPass).toBe(0);
     });
 
+    it('a query too small for an int16 scale (largest component at most qmax·2^-150) is scanned in full', () => {
+      // Its scale max/qmax rounds to float32 0: quantising its zero components (0/0) gave NaN bounds,
+      // no row was a candidate, and search returned no rows. (Scores this small all have distance 1,
+      // so the answer's order is by memory_id: compared with searchFull, not f32TopK's score order.)
+      const dim = 16;
+      const r = rng(3);
+      const ids = Array.from({ length: 300 }, (_, i) => 7_000 - 13 * i);
+      const { m } = load(dim, Array.from({ length: 300 }, () => randomUnit(dim, r)), ids);
+      const q = new Float32Array(dim);
+      q[0] = 1e-42;
+      const down = new Float32Array(dim).fill(-1e-43);
+      down[5] = 2 ** -149;
+      for (const query of [q, down]) {
+        for (const k of [1, 10, 75]) {
+          const hits = m.search(query, k);
+          expect(hits).toHaveLength(k);
+          expect(bits(hits)).toEqual(bits(m.searchFull(query, k)));
+        }
+      }
+      expect(m.stats.firstPass).toBe(0);
+    });
+
     it('bytesFor and capacityWithin hold the int8 copy: a matrix of that many rows fits', () => {
       for (const dim of [1, 8, 100, 384]) {
         for (const rows of [8, 1000, 4096]) {

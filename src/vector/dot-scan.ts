@@ -361,10 +361,12 @@ export class DotScanMatrix {
       norm2 += x * x;
     }
     const norm = Math.sqrt(norm2);
-    // A non-finite or non-unit-sized query (products could overflow float32): no bound, full scan.
-    if (!(norm <= 2) || max === 0) return this.scoreAll(n, want);
     const qmax = this.qmax;
     const sq = Math.fround(max / qmax); // approx() takes it as a float32: q̂ is defined with this value
+    // A non-finite or non-unit-sized query (products could overflow float32): no bound, full scan.
+    // So too a query whose largest component is at most qmax·2^-150 (zero too): its scale rounds to 0,
+    // and 0/0 would quantise its zero components to NaN, NaN bounds, and no row would be a candidate.
+    if (!(norm <= 2) || !(sq > 0)) return this.scoreAll(n, want);
     const i16 = this.i16;
     const q16 = this.qI16At / 2;
     let hat2 = 0;
