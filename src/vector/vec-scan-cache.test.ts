@@ -5,6 +5,7 @@ import { mulberry32 as rng } from '../../test/helpers/prng';
 import type { Env } from '../config/env';
 import type { MemoryRecord } from '../memory/types';
 import { normalise, SqliteVecStore } from './sqlite-vec.store';
+import { DotScanMatrix } from './dot-scan';
 
 const ctx = { source: 'api' as const };
 const now = () => new Date().toISOString();
@@ -307,6 +308,27 @@ describe('SqliteVecStore with the in-memory WebAssembly scan (issue #14)', () =>
     expect(p.store.knn('t', randomUnit(dim, r), 5, { nowIso: now() })).toHaveLength(5);
     expect(spy).toHaveBeenCalled();
     expect(p.store.scanCache.tenants).toBe(0);
+  });
+
+  it('a tenant whose rows fit the budget by bytesFor but whose matrix does not (page rounding) goes to vec0 and evicts no other copy', () => {
+    // 8 floats a row: 2,656 rows are 204,576 bytes by bytesFor, the matrix for them ~220 KB in whole pages.
+    const budget = 204_800;
+    const dim = 8;
+    expect(DotScanMatrix.bytesFor(2656, dim)).toBeLessThanOrEqual(budget);
+    const p = open(testEnv(), budget);
+    const r = rng(29);
+    const small = p.create(Array.from({ length: 10 }, () => memoryInput({ apiKeyId: 'small' })));
+    const large = p.create(Array.from({ length: 2656 }, () => memoryInput({ apiKeyId: 'large' })));
+    p.store.rebuild(`static:m:${dim}`, dim);
+    put(p.store, [...small, ...large], () => randomUnit(dim, r));
+    p.store.knn('small', randomUnit(dim, r), 5, { nowIso: now() });
+    expect(p.store.scanCache.tenants).toBe(1);
+    const loads = jest.spyOn(p.store['repo'], 'partitionVectors');
+    for (let i = 0; i < 3; i++) expect(p.store.knn('large', randomUnit(dim, r), 5, { nowIso: now() })).toHaveLength(5);
+    // Never copied (it would not fit), and the small tenant's copy is still held.
+    expect(loads).not.toHaveBeenCalled();
+    expect(p.store.scanCache.tenants).toBe(1);
+    expect(p.store.scanCache.bytesHeld).toBeLessThanOrEqual(budget);
   });
 
   it('keeps a tenant between half and all of the budget across writes, without reloading it', () => {

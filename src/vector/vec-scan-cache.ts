@@ -138,7 +138,10 @@ export class VecScanCache {
       this.copies.set(apiKeyId, copy);
     } else {
       const rows = this.repo.countTenantMemories(apiKeyId);
-      if (DotScanMatrix.bytesFor(rows, table.dim) > this.budgetBytes) return null;
+      // The matrix below is built for max(64, rows) rows in whole WebAssembly pages: checked against what the budget
+      // holds (capacityWithin counts the page rounding), not bytesFor(rows), which a copy up to a page larger passed,
+      // was built, evicted every other tenant's copy and then dropped itself, at every search of that tenant.
+      if (Math.max(64, rows) > DotScanMatrix.capacityWithin(this.budgetBytes, table.dim)) return null;
       // The head is read before the rows: a write committed in between is re-applied next time (idempotent).
       const seq = this.repo.logHead();
       const matrix = new DotScanMatrix(module, table.dim, Math.max(64, rows));
