@@ -55,6 +55,22 @@ const NORM_MAX = 1 + 2 ** -10;
 /** What `set` compares a row's computed norm with (its float64 rounding is far below the gap to NORM_MAX). */
 const NORM_CHECK = 1 + 2 ** -11;
 
+/**
+ * The largest |component| of a vector and its L2 norm, in float64 (the row's int8 scale and the query's
+ * int16 scale start from these; a NaN component leaves the norm NaN, an infinite one makes it Infinity).
+ */
+function maxAndNorm(v: Float32Array): { max: number; norm: number } {
+  let max = 0;
+  let norm2 = 0;
+  for (let i = 0; i < v.length; i++) {
+    const x = v[i]!;
+    const ax = Math.abs(x);
+    if (ax > max) max = ax;
+    norm2 += x * x;
+  }
+  return { max, norm: Math.sqrt(norm2) };
+}
+
 /** One scored row of a scan. */
 export interface ScanHit {
   rowId: number;
@@ -252,15 +268,8 @@ export class DotScanMatrix {
     this.f32.fill(0, at + this.dim, at + this.stride);
     // The int8 copy: R = round(r / scale) with scale = max|r| / 127, and ‖r − scale·R‖ rounded up.
     const dim = this.dim;
-    let max = 0;
-    let norm2 = 0;
-    for (let i = 0; i < dim; i++) {
-      const x = unit[i]!;
-      const ax = Math.abs(x);
-      if (ax > max) max = ax;
-      norm2 += x * x;
-    }
-    const regular = Math.sqrt(norm2) <= NORM_CHECK; // false for NaN and ±Infinity too
+    const { max, norm } = maxAndNorm(unit);
+    const regular = norm <= NORM_CHECK; // false for NaN and ±Infinity too
     const scale = regular ? Math.fround(max / 127) : 0;
     const i8 = this.i8;
     const q = this.int8At + slot * this.stride8;
@@ -352,15 +361,7 @@ export class DotScanMatrix {
     if (n < MIN_FIRST_PASS_ROWS || want > n * MAX_K_SHARE || this.irregularRows > 0 || this.qmax < 127) return this.scoreAll(n, want);
     // The query, quantised to i16 (more precise than the rows: its error term nearly vanishes).
     const dim = this.dim;
-    let max = 0;
-    let norm2 = 0;
-    for (let i = 0; i < dim; i++) {
-      const x = unit[i]!;
-      const ax = Math.abs(x);
-      if (ax > max) max = ax;
-      norm2 += x * x;
-    }
-    const norm = Math.sqrt(norm2);
+    const { max, norm } = maxAndNorm(unit);
     const qmax = this.qmax;
     const sq = Math.fround(max / qmax); // approx() takes it as a float32: q̂ is defined with this value
     // A non-finite or non-unit-sized query (products could overflow float32): no bound, full scan.
