@@ -3,6 +3,8 @@
  * never counted as the api's:
  *   node proxy-child.js upstream          a fixed-delay OpenAI-style upstream (20 ms, one canned completion)
  *   node proxy-child.js api <dist root>    the real api (`startApi` of the build under <dist root>) with its env
+ *   node proxy-child.js bare <upstream port> the floor: node:http in, an undici Pool out, the bytes passed through
+ *                                            both ways (no parse, no auth, no log, no metrics): what any Node proxy pays
  * It talks to the parent over IPC: {type:'ready', port} once listening; answers {cmd:'stats'} with its
  * CPU time and RSS (peak since the last {cmd:'stats', reset:true}; with detail:true also process.memoryUsage()), {cmd:'memory', enabled} by switching
  * memory on or off, {cmd:'profile', action:'start'|'stop', file} with a V8 CPU profile of the span between,
@@ -16,6 +18,7 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import v8 from 'node:v8';
 import vm from 'node:vm';
+import { Pool } from 'undici';
 
 interface Msg {
   cmd: 'stats' | 'memory' | 'profile' | 'alloc' | 'heap' | 'exit';
@@ -101,6 +104,43 @@ async function runApi(root: string): Promise<void> {
   const { startApi } = require(path.join(root, 'src/api.js')) as { startApi(env: unknown, log: unknown): Promise<RunningApiLike> };
   const env = loadEnv() as { LOG_LEVEL: string };
   const api = await startApi(env, createLogger(env.LOG_LEVEL, 'engram-api'));
+  serveCommands(api.port, (enabled) => api.ctx.settings.updateMemory({ enabled }));
+}
+
+/**
+ * The floor under any Node proxy, measured beside the builds: a node:http server that forwards each request's bytes
+ * to the upstream over a keep-alive undici Pool (as src/proxy/upstream.ts does) and sends the upstream's status,
+ * content type and bytes back. No JSON parse, no auth, no access log, no metrics, no memory: what is left is Node's
+ * HTTP parsing and writing on both sides, the sockets and the event loop.
+ */
+async function runBare(upstreamPort: number): Promise<void> {
+  const pool = new Pool(`http://127.0.0.1:${upstreamPort}`);
+  const server = http.createServer((req, res) => {
+    req.on('error', () => undefined);
+    res.on('error', () => undefined);
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      pool
+        .request({ path: req.url ?? '/', method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer bench-upstream-key' }, body: Buffer.concat(chunks) })
+        .then(async (up) => {
+          const body = Buffer.from(await up.body.arrayBuffer());
+          res.writeHead(up.statusCode, { 'content-type': String(up.headers['content-type'] ?? 'application/json'), 'content-length': String(body.length) });
+          res.end(body);
+        })
+        .catch(() => {
+          res.writeHead(502);
+          res.end();
+        });
+    });
+  });
+  server.keepAliveTimeout = 65_000;
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  serveCommands((server.address() as AddressInfo).port, () => undefined);
+}
+
+/** Answers the parent's commands (stats, memory, profile, alloc, heap, exit) and reports ready on `port`. */
+function serveCommands(port: number, setMemory: (enabled: boolean) => void): void {
   // memoryUsage.rss() alone: memoryUsage() walks the V8 heap spaces too, which showed up in the profile.
   let peakRss = process.memoryUsage.rss();
   const sampler = setInterval(() => {
@@ -121,7 +161,7 @@ async function runApi(root: string): Promise<void> {
         send({ type: 'stats', cpu: process.cpuUsage(), rss, peakRss, ...(m.detail ? { memory: process.memoryUsage(), spaces } : {}) });
         if (m.reset) peakRss = rss;
       } else if (m.cmd === 'memory') {
-        api.ctx.settings.updateMemory({ enabled: m.enabled === true });
+        setMemory(m.enabled === true);
         send({ type: 'memory' });
       } else if (m.cmd === 'profile') {
         if (m.action === 'start') {
@@ -159,11 +199,11 @@ async function runApi(root: string): Promise<void> {
       }
     })().catch((err: unknown) => send({ type: 'error', message: String(err) }));
   });
-  send({ type: 'ready', port: api.port });
+  send({ type: 'ready', port });
 }
 
 const [role, arg] = process.argv.slice(2);
-const started = role === 'upstream' ? runUpstream(Number(arg ?? 20)) : runApi(path.resolve(arg ?? path.join(__dirname, '..')));
+const started = role === 'upstream' ? runUpstream(Number(arg ?? 20)) : role === 'bare' ? runBare(Number(arg)) : runApi(path.resolve(arg ?? path.join(__dirname, '..')));
 started.catch((err: unknown) => {
   console.error(err);
   process.exit(1);

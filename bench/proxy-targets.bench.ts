@@ -2,9 +2,11 @@
  * Issue 14, request path: proxy overhead, api CPU per chat, proxied req/s as a share of upstream-direct
  * req/s and api RSS, each against the same run's upstream-direct baseline.
  *
- * Three processes besides this one (bench/proxy-child.ts): a fixed-delay upstream (20 ms), and the real
- * api (`startApi`) of this build — plus, with `--before=<dist root>`, the api of another build (e.g. main
- * built into a temp folder) over a copy of the same database, measured in the same run, alternating.
+ * Four processes besides this one (bench/proxy-child.ts): a fixed-delay upstream (20 ms), a bare node proxy
+ * (node:http in, an undici Pool out, bytes passed through: the floor any Node proxy pays, measured beside the
+ * builds as every figure's second baseline), and the real api (`startApi`) of this build — plus, with
+ * `--before=<dist root>`, the api of another build (e.g. main built into a temp folder) over a copy of the same
+ * database, measured in the same run, alternating.
  * Load comes from autocannon in this process (32 connections, 10 s), so its CPU never counts as the api's.
  *
  * Options: --before=<dir holding src/api.js's dist root>  --duration=<s>  --memories=<n per key>
@@ -30,6 +32,7 @@ import { Corpus, embedPending, percentile, rng, seedMemories, useStaticSource } 
 import { reportTargets, type TargetRow } from './target-table';
 
 const UPSTREAM_DELAY_MS = 20;
+const FLOOR = 'bare node proxy (floor)';
 const CONNECTIONS = 32;
 const SEQUENTIAL = 300;
 const WARMUP = 30;
@@ -152,6 +155,8 @@ interface Target {
   url: string;
   auth: string;
   api: BenchChild | null;
+  /** The bare node proxy (bench/proxy-child.ts `bare`): a floor beside the builds, not a build. */
+  floor?: boolean;
 }
 
 /** The chat body of request `i`: a new user question each time (the query is never in the embedding cache). */
@@ -357,6 +362,10 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
     const builds: Array<{ label: string; root: string }> = [{ label: 'this build', root: path.resolve(__dirname, '..') }];
     if (o.before) builds.unshift({ label: 'before', root: o.before });
     const targets: Target[] = [{ label: 'upstream direct', url: `http://127.0.0.1:${upPort}/v1/chat/completions`, auth: 'Bearer bench-upstream-key', api: null }];
+    // The floor: node:http in and an undici Pool out with nothing of ours between, started as this build's api is.
+    const bare = spawnChild(FLOOR, ['bare', String(upPort)], launchEnv(path.resolve(__dirname, '..'), { PATH: process.env.PATH, NODE_ENV: 'production' }));
+    children.push(bare);
+    targets.push({ label: FLOOR, url: `http://127.0.0.1:${await bare.ready}/v1/chat/completions`, auth: 'Bearer bench-upstream-key', api: bare, floor: true });
     for (const b of builds) {
       const dataDir = path.join(tmp, b.label.replace(/\W+/g, '-'));
       fs.cpSync(seedDir, dataDir, { recursive: true });
@@ -382,7 +391,8 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
       await api.ready;
       targets.push({ label: b.label, url: `http://127.0.0.1:${port}/v1/chat/completions`, auth: `Bearer ${seeded.secret}`, api });
     }
-    const apis = targets.filter((t) => t.api);
+    const proxies = targets.filter((t) => t.api);
+    const apis = proxies.filter((t) => !t.floor);
     const mine = apis[apis.length - 1];
 
     const seq: Record<string, unknown>[] = [];
@@ -404,7 +414,7 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
       // A-B-B-A: direct, the builds, the builds reversed, direct; each target's figure is over both of its runs,
       // so a machine that gets busier (or quieter) during the mode favours no one.
       const runs = new Map<string, LoadResult[]>();
-      for (const t of [targets[0], ...apis, ...[...apis].reverse(), targets[0]]) {
+      for (const t of [targets[0], ...proxies, ...[...proxies].reverse(), targets[0]]) {
         const r = await load(t, queries, o.durationS, offset);
         offset += r.completed + 1000;
         runs.set(t.label, [...(runs.get(t.label) ?? []), r]);
@@ -418,7 +428,7 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
       }
       res.set(mode, { seq: s, load: loads });
       // Where the RSS is, right after this mode's load (V8 heap, buffers, the rest native: SQLite, code, libraries).
-      for (const t of apis) {
+      for (const t of proxies) {
         const st = await t.api!.stats(false, true);
         const m = st.memory!;
         const sp = st.spaces ?? {};
@@ -429,7 +439,7 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
       // peak starts from the same heap as in runs without it). --heap also writes a .heapsnapshot per build and mode.
       if (memory || o.heapDir) {
         if (o.heapDir) fs.mkdirSync(o.heapDir, { recursive: true });
-        for (const t of apis) {
+        for (const t of proxies) {
           const file = o.heapDir ? path.join(o.heapDir, `${t.label.replace(/\W+/g, '-')}-${memory ? 'memory-on' : 'memory-off'}.heapsnapshot`) : undefined;
           const h = (await t.api!.call({ cmd: 'heap', file }, 'heap')) as { memory: NodeJS.MemoryUsage; spaces: Record<string, { size: number; used: number }> };
           const m = h.memory;
@@ -465,9 +475,9 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
       }
     }
     for (const [label, x] of injectedSeen) console.log(`${label}: ${x.chats} chats with memory injected, on average ${f1(x.injected / x.chats)} memories and ${int(x.tokens / x.chats)} tokens each`);
-    console.log(`\nSequential requests (${SEQUENTIAL} after ${WARMUP} warm-up, targets alternating request by request: direct first, then the builds, their order reversed every round), upstream fixed ${UPSTREAM_DELAY_MS} ms:`);
+    console.log(`\nSequential requests (${SEQUENTIAL} after ${WARMUP} warm-up, targets alternating request by request: direct first, then the bare node proxy and the builds, their order reversed every round), upstream fixed ${UPSTREAM_DELAY_MS} ms:`);
     console.table(seq);
-    console.log(`\nautocannon, ${CONNECTIONS} connections, ${o.durationS} s per run, two runs per target in the order direct, builds, builds reversed, direct, every chat a new user question; api CPU = process.cpuUsage() delta in the api process / 2xx responses (all its threads; "of it main thread" from /proc/<pid>/task, in clock ticks: the rest is V8's GC and compiler threads and libuv's pool):`);
+    console.log(`\nautocannon, ${CONNECTIONS} connections, ${o.durationS} s per run, two runs per target in the order direct, proxies (the bare node proxy, the builds), proxies reversed, direct, every chat a new user question; api CPU = process.cpuUsage() delta in the api process / 2xx responses (all its threads; "of it main thread" from /proc/<pid>/task, in clock ticks: the rest is V8's GC and compiler threads and libuv's pool):`);
     console.table(thr);
     console.log('\napi memory right after each mode\'s load runs (process.memoryUsage()):');
     console.table(memRows);
@@ -482,15 +492,20 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
     const ld = (m: typeof off) => m.load.get('upstream direct')!;
     const share = (m: typeof off) => lm(m).reqPerSec / ld(m).reqPerSec;
     const clean = (m: typeof off) => lm(m).errors + lm(m).non2xx === 0;
+    // The same figure for the bare node proxy: what is left when nothing of ours runs.
+    const fovh = (m: typeof off, p: number) => percentile(m.seq.get(FLOOR)!, p) - percentile(m.seq.get('upstream direct')!, p);
+    const fl = (m: typeof off) => m.load.get(FLOOR)!;
+    const fshare = (m: typeof off) => `bare node proxy ${f2(fl(m).reqPerSec / ld(m).reqPerSec)}`;
+    const fcpu = (m: typeof off) => `bare node proxy ${f2(fl(m).cpuPerReq!)} ms`;
     const rows: TargetRow[] = [
-      { figure: 'proxy overhead p50, memory off', measured: `${f2(ovh(off, 50))} ms`, baseline: `upstream direct p50 ${f2(percentile(direct(off), 50))} ms`, target: '≤ 1 ms', pass: ovh(off, 50) <= 1 },
-      { figure: 'proxy overhead p99, memory off', measured: `${f2(ovh(off, 99))} ms`, baseline: `upstream direct p99 ${f2(percentile(direct(off), 99))} ms`, target: '≤ 3 ms', pass: ovh(off, 99) <= 3 },
-      { figure: `proxy overhead p50, memory on (hybrid, ${o.memories / 1000}k/key)`, measured: `${f2(ovh(on, 50))} ms`, baseline: `upstream direct p50 ${f2(percentile(direct(on), 50))} ms`, target: '≤ 3 ms', pass: ovh(on, 50) <= 3 },
-      { figure: 'api CPU per proxied chat, memory off', measured: `${f2(lm(off).cpuPerReq!)} ms`, baseline: 'upstream direct: 0 (no api)', target: '≤ 0.3 ms', pass: lm(off).cpuPerReq! <= 0.3 },
-      { figure: `api CPU per proxied chat, memory on (hybrid, ${o.memories / 1000}k/key)`, measured: `${f2(lm(on).cpuPerReq!)} ms`, baseline: 'upstream direct: 0 (no api)', target: '≤ 1.5 ms', pass: lm(on).cpuPerReq! <= 1.5 },
-      { figure: `proxied req/s share of direct, memory on (hybrid, ${o.memories / 1000}k/key)`, measured: `${f2(share(on))} (${int(lm(on).reqPerSec)} req/s${clean(on) ? '' : ', ERRORS'})`, baseline: `upstream direct ${int(ld(on).reqPerSec)} req/s`, target: '≥ 0.5', pass: share(on) >= 0.5 && clean(on) },
-      { figure: 'proxied req/s share of direct, memory off', measured: `${f2(share(off))} (${int(lm(off).reqPerSec)} req/s${clean(off) ? '' : ', ERRORS'})`, baseline: `upstream direct ${int(ld(off).reqPerSec)} req/s`, target: '≥ 0.9', pass: share(off) >= 0.9 && clean(off) },
-      { figure: 'api peak RSS under that load', measured: `${int(Math.max(lm(on).peakRssMb!, lm(off).peakRssMb!))} MB`, baseline: 'upstream direct: no api', target: '≤ 250 MB', pass: Math.max(lm(on).peakRssMb!, lm(off).peakRssMb!) <= 250 },
+      { figure: 'proxy overhead p50, memory off', measured: `${f2(ovh(off, 50))} ms`, baseline: `upstream direct p50 ${f2(percentile(direct(off), 50))} ms; bare node proxy +${f2(fovh(off, 50))} ms`, target: '≤ 1 ms', pass: ovh(off, 50) <= 1 },
+      { figure: 'proxy overhead p99, memory off', measured: `${f2(ovh(off, 99))} ms`, baseline: `upstream direct p99 ${f2(percentile(direct(off), 99))} ms; bare node proxy +${f2(fovh(off, 99))} ms`, target: '≤ 3 ms', pass: ovh(off, 99) <= 3 },
+      { figure: `proxy overhead p50, memory on (hybrid, ${o.memories / 1000}k/key)`, measured: `${f2(ovh(on, 50))} ms`, baseline: `upstream direct p50 ${f2(percentile(direct(on), 50))} ms; bare node proxy +${f2(fovh(on, 50))} ms`, target: '≤ 3 ms', pass: ovh(on, 50) <= 3 },
+      { figure: 'api CPU per proxied chat, memory off', measured: `${f2(lm(off).cpuPerReq!)} ms`, baseline: fcpu(off), target: '≤ 0.3 ms', pass: lm(off).cpuPerReq! <= 0.3 },
+      { figure: `api CPU per proxied chat, memory on (hybrid, ${o.memories / 1000}k/key)`, measured: `${f2(lm(on).cpuPerReq!)} ms`, baseline: fcpu(on), target: '≤ 1.5 ms', pass: lm(on).cpuPerReq! <= 1.5 },
+      { figure: `proxied req/s share of direct, memory on (hybrid, ${o.memories / 1000}k/key)`, measured: `${f2(share(on))} (${int(lm(on).reqPerSec)} req/s${clean(on) ? '' : ', ERRORS'})`, baseline: `upstream direct ${int(ld(on).reqPerSec)} req/s; ${fshare(on)}`, target: '≥ 0.5', pass: share(on) >= 0.5 && clean(on) },
+      { figure: 'proxied req/s share of direct, memory off', measured: `${f2(share(off))} (${int(lm(off).reqPerSec)} req/s${clean(off) ? '' : ', ERRORS'})`, baseline: `upstream direct ${int(ld(off).reqPerSec)} req/s; ${fshare(off)}`, target: '≥ 0.9', pass: share(off) >= 0.9 && clean(off) },
+      { figure: 'api peak RSS under that load', measured: `${int(Math.max(lm(on).peakRssMb!, lm(off).peakRssMb!))} MB`, baseline: `bare node proxy ${int(Math.max(fl(on).peakRssMb!, fl(off).peakRssMb!))} MB`, target: '≤ 250 MB', pass: Math.max(lm(on).peakRssMb!, lm(off).peakRssMb!) <= 250 },
     ];
     return rows;
   } finally {
