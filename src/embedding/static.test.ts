@@ -3,6 +3,8 @@ import path from 'node:path';
 import { testEnv, tempDir } from '../../test/helpers/env';
 import { startFakeHubServer, type FakeHubServer } from '../../test/helpers/fake-hub-server';
 import { safetensorsBytes, topicModelSpec, writeModel2VecFolder } from '../../test/helpers/model-fixtures';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { forgetStaticModels, loadStaticModel, parseSafetensors, splitsOnWhitespace, StaticEmbedder, StaticModel, staticModelLocation } from './static';
 import { mulberry32 } from '../../test/helpers/prng';
 import { cosine, isZeroVector } from './types';
@@ -267,5 +269,43 @@ describe('static source from the hub (fake hub on 127.0.0.1)', () => {
     const a = loadStaticModel(env);
     expect(loadStaticModel(env)).toBe(a);
     return a;
+  });
+});
+
+/** A full collection from inside a test (the flag is V8's own; new contexts see `gc`). */
+function collectGarbage(): void {
+  v8.setFlagsFromString('--expose-gc');
+  const gc = vm.runInNewContext('gc') as () => void;
+  gc();
+  gc();
+}
+
+describe('what a loaded static model holds (issue #14: the api\'s RSS)', () => {
+  afterEach(() => forgetStaticModels());
+
+  it('does not keep the tokenizer.json vocabulary object once the tokenizer has its own map of it', async () => {
+    const spec = topicModelSpec(8, 200);
+    const folder = writeModel2VecFolder(path.join(tempDir('vocab-drop'), 'm'), spec);
+    // The vocabulary object as JSON.parse gives it to the loader, held weakly.
+    const parseJson = JSON.parse.bind(JSON);
+    let vocab: WeakRef<object> | null = null;
+    const parse = jest.spyOn(JSON, 'parse').mockImplementation((text: string, reviver?: (this: unknown, key: string, value: unknown) => unknown) => {
+      const value = parseJson(text, reviver) as { model?: { type?: string; vocab?: object } };
+      if (value?.model?.type === 'WordPiece' && value.model.vocab) vocab = new WeakRef(value.model.vocab);
+      return value;
+    });
+    let model: StaticModel;
+    try {
+      model = StaticModel.fromFolder(folder);
+    } finally {
+      parse.mockRestore();
+    }
+    expect(vocab).not.toBeNull();
+    // WeakRef targets live to the end of the current job: collect in a later one.
+    await new Promise((r) => setImmediate(r));
+    collectGarbage();
+    expect(vocab!.deref()).toBeUndefined();
+    // The tokenizer still has every word.
+    expect(model.tokenIds('filler199 cat')).toEqual([4 + spec.vocab.indexOf('filler199'), 4 + spec.vocab.indexOf('cat')]);
   });
 });

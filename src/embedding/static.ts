@@ -147,12 +147,15 @@ function loadTokenizer(folder: string): { tokenizer: Tokenizer; unkId: number | 
   const config = fs.existsSync(configPath) ? (JSON.parse(fs.readFileSync(configPath, 'utf8')) as Record<string, unknown>) : {};
   // Same class choice as AutoTokenizer, without its file lookup that insists on tokenizer_config.json.
   const className = typeof config.tokenizer_class === 'string' ? config.tokenizer_class.replace(/Fast$/, '') : 'PreTrainedTokenizer';
+  // Read before the vocabulary is let go below.
+  const unkId = unknownId(json.model ?? {});
   let tokenizer: Tokenizer;
   if (PLAIN_TOKENIZER_CLASSES.has(className)) {
     // The library transformers.js bundles and calls for these classes, alone: the transformers bundle also
     // loads onnxruntime-node and sharp (~35 MB of the api's RSS, issue #14), which a static model never uses.
     const { Tokenizer: Inner } = require('@huggingface/tokenizers') as TokenizersModule;
     const inner = new Inner(json, config);
+    dropVocabObject(json);
     const special = [...inner.get_added_tokens_decoder().values()].filter((t) => t.special).map((t) => t.id);
     tokenizer = { encode: (text, opts) => inner.encode(text, { add_special_tokens: opts.add_special_tokens }).ids, all_special_ids: special };
   } else {
@@ -165,15 +168,30 @@ function loadTokenizer(folder: string): { tokenizer: Tokenizer; unkId: number | 
     ) => Tokenizer;
     tokenizer = new Cls(json, config);
   }
-  let unkId: number | null = null;
-  const model = json.model ?? {};
-  if (typeof model.unk_id === 'number') unkId = model.unk_id;
-  else if (typeof model.unk_token === 'string' && model.vocab && typeof model.vocab === 'object' && !Array.isArray(model.vocab)) {
-    const id = (model.vocab as Record<string, number>)[model.unk_token];
-    if (typeof id === 'number') unkId = id;
-  }
   return { tokenizer, unkId, wordwise: splitsOnWhitespace(json) };
 }
+
+/** The [UNK] id of a tokenizer.json model section: its unk_id, else its unk_token's entry in a WordPiece/BPE vocabulary. */
+function unknownId(model: { unk_token?: string | null; unk_id?: number | null; vocab?: unknown }): number | null {
+  if (typeof model.unk_id === 'number') return model.unk_id;
+  if (typeof model.unk_token === 'string' && model.vocab && typeof model.vocab === 'object' && !Array.isArray(model.vocab)) {
+    const id = (model.vocab as Record<string, number>)[model.unk_token];
+    if (typeof id === 'number') return id;
+  }
+  return null;
+}
+
+/**
+ * Lets go of a WordPiece tokenizer.json's `model.vocab` object once @huggingface/tokenizers has built its model from
+ * it. The library keeps the parsed JSON (`Tokenizer.tokenizer`, and the model section as `model.config`) but reads
+ * the vocabulary only in the model's constructor, which copies it into its own token → id Map and id → token array;
+ * kept, the object was a second copy of the vocabulary, ~6 MB of the api's live heap with a 100k-word model
+ * (bench/README.md, "Seventh pass"). Only for WordPiece, the one model whose code this was checked against.
+ */
+export function dropVocabObject(json: { model?: { type?: string; vocab?: unknown } }): void {
+  if (json.model?.type === 'WordPiece') delete json.model.vocab;
+}
+
 
 /** A loaded model2vec model: tokenizer plus [vocab, dim] matrix. */
 export class StaticModel {
