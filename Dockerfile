@@ -28,5 +28,4 @@ USER node
 VOLUME /data
 EXPOSE 20128
 HEALTHCHECK --interval=10s --timeout=3s --retries=3 CMD node -e "fetch('http://127.0.0.1:'+(process.env.PORT||20128)+'/healthz').then(r=>process.exit(r.ok?0:1)).catch(()=>process.exit(1))"
-# V8: an 8 MB semi-space for the api (a 16 MB young generation instead of 32; src/heap-growth.ts). V8 sizes it at start.
-CMD ["node", "--max-semi-space-size=8", "dist/src/cli.js", "api"]
+CMD ["node", "dist/src/cli.js", "api"]

@@ -90,8 +90,8 @@ async function up(): Promise<void> {
     }
   }
   const self = process.argv[1];
-  for (const role of ['api', 'worker'] as const) {
-    const child = spawn(process.execPath, [self, role], { stdio: 'inherit', env: childMemoryEnv(process.env, role) });
+  for (const role of ['api', 'worker']) {
+    const child = spawn(process.execPath, [self, role], { stdio: 'inherit', env: childMemoryEnv(process.env) });
     children.push(child);
     child.on('error', (err) => {
       log.error({ role, err: { message: err.message } }, 'could not start child process; stopping engram');
