@@ -1,3 +1,4 @@
+import { runApiRssBench } from './api-rss.bench';
 import { runWinkModelCheck } from './build-wink-model';
 import { runDurableExtractBench } from './durable-extract.bench';
 import { runEmbeddingBench } from './embedding.bench';
@@ -42,6 +43,7 @@ export const BENCHES: Bench[] = [
   { name: 'job-targets', title: 'Issue 14 job targets: 100k reindex through the job, chat → fact injectable, worker peak RSS (--before=<dist>)', run: () => runJobTargetsBench() },
   { name: 'proxy', title: 'Chat proxy added latency', run: runProxyBench },
   { name: 'proxy-targets', title: 'Issue 14 request path: proxy overhead, api CPU per chat, req/s share of upstream direct, api RSS (autocannon; --before=<dist root>, --profile=<dir>)', run: runProxyTargetsBench },
+  { name: 'api-rss', title: "The api's peak RSS under proxy-targets' memory-on load, several variants in turn (--variant=label=<dist root>[:NODE_OPTIONS][|NAME=value…], --rounds)", run: () => runApiRssBench() },
   { name: 'transfer', title: 'Import (50k NDJSON rows, worker job) and export (200k rows): rows/s and peak RSS', run: runTransferBench },
   { name: 'load', title: 'Proxy and retrieve-preview under load (autocannon, 32 connections): req/s, p50/p99, errors, api RSS vs upstream direct (issue #15)', run: runLoadBench },
   { name: 'soak', title: 'Soak: mixed traffic against spawned api + worker, sampled every 10 s (--minutes=N, default 10; issue #15)', run: runSoakBench },

@@ -2,8 +2,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { testEnv, tempDir } from '../../test/helpers/env';
 import { startFakeHubServer, type FakeHubServer } from '../../test/helpers/fake-hub-server';
-import { safetensorsBytes, topicModelSpec, writeModel2VecFolder } from '../../test/helpers/model-fixtures';
-import { forgetStaticModels, loadStaticModel, parseSafetensors, splitsOnWhitespace, StaticEmbedder, StaticModel, staticModelLocation } from './static';
+import { fixtureMatrix, safetensorsBytes, topicModelSpec, writeModel2VecFolder } from '../../test/helpers/model-fixtures';
+import v8 from 'node:v8';
+import vm from 'node:vm';
+import { forgetStaticModels, loadStaticModel, parseSafetensors, SafetensorsTable, splitsOnWhitespace, StaticEmbedder, StaticModel, staticModelLocation } from './static';
 import { mulberry32 } from '../../test/helpers/prng';
 import { cosine, isZeroVector } from './types';
 
@@ -267,5 +269,150 @@ describe('static source from the hub (fake hub on 127.0.0.1)', () => {
     const a = loadStaticModel(env);
     expect(loadStaticModel(env)).toBe(a);
     return a;
+  });
+});
+
+/** A full collection from inside a test (the flag is V8's own; new contexts see `gc`). */
+function collectGarbage(): void {
+  v8.setFlagsFromString('--expose-gc');
+  const gc = vm.runInNewContext('gc') as () => void;
+  gc();
+  gc();
+}
+
+describe('what a loaded static model holds (issue #14: the api\'s RSS)', () => {
+  afterEach(() => forgetStaticModels());
+
+  it('does not keep the tokenizer.json vocabulary object once the tokenizer has its own map of it', async () => {
+    const spec = topicModelSpec(8, 200);
+    const folder = writeModel2VecFolder(path.join(tempDir('vocab-drop'), 'm'), spec);
+    // The vocabulary object as JSON.parse gives it to the loader, held weakly.
+    const parseJson = JSON.parse.bind(JSON);
+    let vocab: WeakRef<object> | null = null;
+    const parse = jest.spyOn(JSON, 'parse').mockImplementation((text: string, reviver?: (this: unknown, key: string, value: unknown) => unknown) => {
+      const value = parseJson(text, reviver) as { model?: { type?: string; vocab?: object } };
+      if (value?.model?.type === 'WordPiece' && value.model.vocab) vocab = new WeakRef(value.model.vocab);
+      return value;
+    });
+    let model: StaticModel;
+    try {
+      model = StaticModel.fromFolder(folder);
+    } finally {
+      parse.mockRestore();
+    }
+    expect(vocab).not.toBeNull();
+    // WeakRef targets live to the end of the current job: collect in a later one.
+    await new Promise((r) => setImmediate(r));
+    collectGarbage();
+    expect(vocab!.deref()).toBeUndefined();
+    // The tokenizer still has every word.
+    expect(model.tokenIds('filler199 cat')).toEqual([4 + spec.vocab.indexOf('filler199'), 4 + spec.vocab.indexOf('cat')]);
+  });
+
+  it('reads the table rows as they are first used, and gives the values of a whole-file read', () => {
+    // 8 dims: 128 rows per 4 KB block, so 1,230 rows are 10 blocks.
+    const spec = topicModelSpec(8, 1200);
+    const folder = writeModel2VecFolder(path.join(tempDir('lazy-table'), 'm'), spec);
+    const whole = parseSafetensors(fs.readFileSync(path.join(folder, 'model.safetensors')));
+    const table = SafetensorsTable.open(path.join(folder, 'model.safetensors'));
+    expect([table.rows, table.dim]).toEqual([whole.rows, whole.dim]);
+    const read = jest.spyOn(fs, 'readSync');
+    try {
+      table.ensure([700]);
+      table.ensure([701, 640]);
+      expect(read).toHaveBeenCalledTimes(1);
+    } finally {
+      read.mockRestore();
+    }
+    const rowOf = (a: Float32Array, id: number) => Array.from(a.subarray(id * 8, id * 8 + 8));
+    expect(rowOf(table.data, 700)).toEqual(rowOf(whole.data, 700));
+    expect(rowOf(table.data, 640)).toEqual(rowOf(whole.data, 640));
+    // A row of a block not used yet holds nothing.
+    expect(rowOf(table.data, 5).every((x) => x === 0)).toBe(true);
+    table.ensureAll();
+    expect(Array.from(table.data)).toEqual(Array.from(whole.data));
+  });
+
+  it('reads F16 and BF16 tables a block at a time to the values of a whole-file read', () => {
+    const rows = 300;
+    const dim = 4;
+    const values = Array.from({ length: rows * dim }, (_, i) => ((i * 7919) % 2000) / 64 - 15.5);
+    for (const dtype of ['F16', 'BF16'] as const) {
+      const header = JSON.stringify({ embeddings: { dtype, shape: [rows, dim], data_offsets: [0, rows * dim * 2] } });
+      const len = Buffer.alloc(8);
+      len.writeBigUInt64LE(BigInt(header.length));
+      const halves = Buffer.alloc(rows * dim * 2);
+      // Multiples of 1/64 below 16: F16 holds them exactly (BF16 rounds them down to 7 fraction bits, as a whole-file read does).
+      values.forEach((v, i) => {
+        const f = new Float32Array([v]);
+        const bits = new Uint32Array(f.buffer)[0]!;
+        if (dtype === 'BF16') halves.writeUInt16LE(bits >>> 16, i * 2);
+        else {
+          const exp = ((bits >>> 23) & 0xff) - 127 + 15;
+          halves.writeUInt16LE(v === 0 ? 0 : ((bits >>> 16) & 0x8000) | (exp << 10) | ((bits >>> 13) & 0x3ff), i * 2);
+        }
+      });
+      const bytes = Buffer.concat([len, Buffer.from(header), halves]);
+      const file = path.join(tempDir('lazy-half'), `${dtype}.safetensors`);
+      fs.writeFileSync(file, bytes);
+      const table = SafetensorsTable.open(file);
+      table.ensure([299, 0]);
+      table.ensureAll();
+      expect(Array.from(table.data)).toEqual(Array.from(parseSafetensors(bytes).data));
+      if (dtype === 'F16') expect(Array.from(table.data)).toEqual(values);
+    }
+  });
+
+  it('embeds exactly as the mean of whole-file rows, over texts that use rows of every block', () => {
+    const spec = topicModelSpec(8, 1200);
+    const folder = writeModel2VecFolder(path.join(tempDir('lazy-embed'), 'm'), spec);
+    const { matrix } = fixtureMatrix(spec);
+    const model = StaticModel.fromFolder(folder);
+    const r = mulberry32(5);
+    for (let n = 0; n < 200; n++) {
+      const words = Array.from({ length: 1 + Math.floor(r() * 12) }, () => spec.vocab[Math.floor(r() * spec.vocab.length)]!);
+      const ids = model.tokenIds(words.join(' '));
+      const expected = new Float32Array(8);
+      for (const id of ids) for (let j = 0; j < 8; j++) expected[j] += matrix[id * 8 + j]!;
+      for (let j = 0; j < 8; j++) expected[j] /= ids.length;
+      let sum = 0;
+      for (let j = 0; j < 8; j++) sum += expected[j]! * expected[j]!;
+      const len = Math.sqrt(sum);
+      expect(Array.from(model.embed(words.join(' ')))).toEqual(Array.from(expected.map((x) => x / len)));
+    }
+  });
+
+  it('a model file copied over in place is not mixed in: model_load_failed, then the next call loads the new file whole', async () => {
+    const spec = topicModelSpec(8, 1200);
+    const folder = writeModel2VecFolder(path.join(tempDir('lazy-changed'), 'm'), spec);
+    const e = new StaticEmbedder(testEnv({ MEMORY_STATIC_MODEL: folder }));
+    const [cat] = await e.embed(['cat']);
+    // The same shape, other rows, written into the same file (what `cp new.safetensors model.safetensors` does).
+    const other = fixtureMatrix({ ...spec, vectors: {} }).matrix;
+    const file = path.join(folder, 'model.safetensors');
+    const ino = fs.statSync(file).ino;
+    fs.writeFileSync(file, safetensorsBytes('embeddings', [other.length / 8, 8], other.map((x) => -x)));
+    fs.utimesSync(file, new Date(), new Date(Date.now() + 5000));
+    expect(fs.statSync(file).ino).toBe(ino);
+    await expect(e.embed(['filler1100'])).rejects.toMatchObject({ reason: 'model_load_failed', source: 'static' });
+    const [catAgain] = await e.embed(['cat']);
+    const fresh = StaticModel.fromFolder(folder);
+    expect(Array.from(catAgain)).toEqual(Array.from(fresh.embed('cat')));
+    expect(Array.from(catAgain)).not.toEqual(Array.from(cat));
+  });
+
+  it('a model file replaced by rename keeps giving the loaded model\'s vectors (the file it opened)', async () => {
+    const spec = topicModelSpec(8, 1200);
+    const folder = writeModel2VecFolder(path.join(tempDir('lazy-renamed'), 'm'), spec);
+    const e = new StaticEmbedder(testEnv({ MEMORY_STATIC_MODEL: folder }));
+    const reference = StaticModel.fromFolder(folder);
+    reference.embed('filler1100 cat');
+    await e.embed(['cat']);
+    const other = fixtureMatrix({ ...spec, vectors: {} }).matrix;
+    const file = path.join(folder, 'model.safetensors');
+    fs.writeFileSync(`${file}.new`, safetensorsBytes('embeddings', [other.length / 8, 8], other.map((x) => -x)));
+    fs.renameSync(`${file}.new`, file);
+    const [v] = await e.embed(['filler1100 cat']);
+    expect(Array.from(v)).toEqual(Array.from(reference.embed('filler1100 cat')));
   });
 });

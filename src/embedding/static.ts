@@ -66,12 +66,28 @@ function halfToFloat(h: number): number {
   return sign * 2 ** (exp - 15) * (1 + frac / 1024);
 }
 
-/** Reads the embedding matrix of a model2vec safetensors file (`embeddings`, else the first 2-D float tensor). */
-export function parseSafetensors(buf: Buffer): SafetensorsMatrix {
-  if (buf.length < 8) throw new Error('safetensors file is too short');
-  const headerLen = Number(buf.readBigUInt64LE(0));
-  if (headerLen <= 0 || 8 + headerLen > buf.length) throw new Error('safetensors header length is out of range');
-  const header = JSON.parse(buf.subarray(8, 8 + headerLen).toString('utf8')) as Record<
+/** Where a safetensors file's embedding tensor lies (`embeddings`, else the first 2-D float tensor), from its header alone. */
+interface TensorPlace {
+  name: string;
+  rows: number;
+  dim: number;
+  dtype: 'F32' | 'F16' | 'BF16';
+  /** Byte offset of the tensor in the file. */
+  start: number;
+}
+
+/** The 8-byte header length at the start of a safetensors file, checked against the file's size. */
+function headerLength(head: Buffer, fileSize: number): number {
+  if (fileSize < 8 || head.length < 8) throw new Error('safetensors file is too short');
+  const headerLen = Number(head.readBigUInt64LE(0));
+  if (headerLen <= 0 || 8 + headerLen > fileSize) throw new Error('safetensors header length is out of range');
+  return headerLen;
+}
+
+/** Finds the embedding tensor in a header (`head` holds the file's first 8 + header length bytes). */
+function tensorPlace(head: Buffer, fileSize: number): TensorPlace {
+  const headerLen = headerLength(head, fileSize);
+  const header = JSON.parse(head.subarray(8, 8 + headerLen).toString('utf8')) as Record<
     string,
     { dtype: string; shape: number[]; data_offsets: [number, number] }
   >;
@@ -84,25 +100,147 @@ export function parseSafetensors(buf: Buffer): SafetensorsMatrix {
   const width = t.dtype === 'F32' ? 4 : 2;
   const start = 8 + headerLen + t.data_offsets[0];
   const end = 8 + headerLen + t.data_offsets[1];
-  if (end > buf.length || end - start !== rows * dim * width) throw new Error('safetensors tensor size does not match its shape');
-  if (t.dtype === 'F32' && os.endianness() === 'LE' && (buf.byteOffset + start) % 4 === 0) {
+  if (end > fileSize || end - start !== rows * dim * width) throw new Error('safetensors tensor size does not match its shape');
+  return { name, rows, dim, dtype: t.dtype as TensorPlace['dtype'], start };
+}
+
+/** Decodes `count` values of a tensor's dtype from `bytes` into `out` from index `at`: the one conversion of every path. */
+function decodeInto(out: Float32Array, at: number, bytes: Buffer, dtype: TensorPlace['dtype'], count: number): void {
+  for (let i = 0; i < count; i++) {
+    if (dtype === 'F32') out[at + i] = bytes.readFloatLE(i * 4);
+    else if (dtype === 'F16') out[at + i] = halfToFloat(bytes.readUInt16LE(i * 2));
+    else out[at + i] = new Float32Array(new Uint32Array([bytes.readUInt16LE(i * 2) << 16]).buffer)[0];
+  }
+}
+
+/** Reads the embedding matrix of a model2vec safetensors file (`embeddings`, else the first 2-D float tensor). */
+export function parseSafetensors(buf: Buffer): SafetensorsMatrix {
+  const { name, rows, dim, dtype, start } = tensorPlace(buf, buf.length);
+  if (dtype === 'F32' && os.endianness() === 'LE' && (buf.byteOffset + start) % 4 === 0) {
     // A view of the file's own bytes: no copy. Each 40 MB copy cost ~1 s of page faults on the
     // bench machine, and the worker's peak RSS held the file, the copy and the matrix at once.
     return { name, rows, dim, data: new Float32Array(buf.buffer, buf.byteOffset + start, rows * dim) };
   }
   const data = new Float32Array(rows * dim);
-  if (t.dtype === 'F32' && os.endianness() === 'LE') {
+  if (dtype === 'F32' && os.endianness() === 'LE') {
     // Copy through an aligned buffer: the tensor may start at any byte offset.
-    data.set(new Float32Array(buf.buffer.slice(buf.byteOffset + start, buf.byteOffset + end)));
+    data.set(new Float32Array(buf.buffer.slice(buf.byteOffset + start, buf.byteOffset + start + rows * dim * 4)));
   } else {
-    for (let i = 0; i < data.length; i++) {
-      const at = start + i * width;
-      if (t.dtype === 'F32') data[i] = buf.readFloatLE(at);
-      else if (t.dtype === 'F16') data[i] = halfToFloat(buf.readUInt16LE(at));
-      else data[i] = new Float32Array(new Uint32Array([buf.readUInt16LE(at) << 16]).buffer)[0];
-    }
+    decodeInto(data, 0, buf.subarray(start), dtype, data.length);
   }
   return { name, rows, dim, data };
+}
+
+/** Thrown when a model file that is being read row by row is no longer the file that was opened. */
+export class StaticModelChangedError extends Error {
+  constructor(readonly file: string) {
+    // No path in the message: it can reach a client in an embedding error.
+    super('the model file changed on disk after it was loaded');
+    this.name = 'StaticModelChangedError';
+  }
+}
+
+/** Bytes read per block of rows: one page, so a row that is used makes about one page of the table resident. */
+const TABLE_BLOCK_BYTES = 4096;
+
+/** Closes the file of a table that is no longer referenced (a forgotten model). */
+const tableFiles = new FinalizationRegistry<number>((fd) => fs.close(fd, () => undefined));
+
+/**
+ * A model2vec embedding table read from its safetensors file a block of rows at a time, the first time one of its
+ * rows is used. The Float32Array is allocated whole but zero-filled pages are not resident until written, so a
+ * process holds only the rows its texts use: the api embeds queries, which use a small part of a 100k-word
+ * vocabulary (its RSS held the whole 38 MB table before; bench/README.md, "Seventh pass"). The values are the same
+ * floats, decoded by the same code, as a whole-file read. The file stays open; a block is read only if the file
+ * still has the size and modification time it had when opened (a copy over it in place would otherwise mix two models' rows).
+ */
+export class SafetensorsTable {
+  readonly rows: number;
+  readonly dim: number;
+  /** The [rows, dim] matrix; a row's values are valid once `ensure` has been given its id. */
+  readonly data: Float32Array;
+  private readonly dtype: TensorPlace['dtype'];
+  private readonly start: number;
+  private readonly blockRows: number;
+  private readonly loaded: Uint8Array;
+  private readonly stamp: string;
+
+  private constructor(
+    private readonly file: string,
+    private readonly fd: number,
+    place: TensorPlace,
+    stat: fs.Stats,
+  ) {
+    this.rows = place.rows;
+    this.dim = place.dim;
+    this.dtype = place.dtype;
+    this.start = place.start;
+    this.data = new Float32Array(place.rows * place.dim);
+    this.blockRows = Math.max(1, Math.floor(TABLE_BLOCK_BYTES / (place.dim * 4)));
+    this.loaded = new Uint8Array(Math.ceil(place.rows / this.blockRows));
+    this.stamp = SafetensorsTable.stampOf(stat);
+  }
+
+  private static stampOf(s: fs.Stats): string {
+    // Not ctime: a rename over the path changes the opened file's ctime (its link count), not its bytes.
+    return `${s.ino}:${s.size}:${s.mtimeMs}`;
+  }
+
+  /** Opens a safetensors file and reads its header; no row is read yet. */
+  static open(file: string): SafetensorsTable {
+    const fd = fs.openSync(file, 'r');
+    try {
+      const stat = fs.fstatSync(fd);
+      const first = Buffer.alloc(8);
+      SafetensorsTable.readFully(fd, first, 0, file);
+      const head = Buffer.alloc(8 + headerLength(first, stat.size));
+      SafetensorsTable.readFully(fd, head, 0, file);
+      const table = new SafetensorsTable(file, fd, tensorPlace(head, stat.size), stat);
+      tableFiles.register(table, fd);
+      return table;
+    } catch (err) {
+      fs.closeSync(fd);
+      throw err;
+    }
+  }
+
+  private static readFully(fd: number, into: Uint8Array, position: number, file: string): void {
+    let done = 0;
+    while (done < into.length) {
+      const got = fs.readSync(fd, into, done, into.length - done, position + done);
+      if (got === 0) throw new StaticModelChangedError(file);
+      done += got;
+    }
+  }
+
+  /** Reads the blocks holding these rows that have not been read yet (ids must be in [0, rows)). */
+  ensure(ids: readonly number[]): void {
+    for (const id of ids) {
+      const block = (id / this.blockRows) | 0;
+      if (this.loaded[block] === 0) this.readBlock(block);
+    }
+  }
+
+  /** Reads every row not read yet (tests compare the table with a whole-file read). */
+  ensureAll(): void {
+    for (let b = 0; b < this.loaded.length; b++) if (this.loaded[b] === 0) this.readBlock(b);
+  }
+
+  private readBlock(block: number): void {
+    if (SafetensorsTable.stampOf(fs.fstatSync(this.fd)) !== this.stamp) throw new StaticModelChangedError(this.file);
+    const first = block * this.blockRows;
+    const count = (Math.min(this.rows, first + this.blockRows) - first) * this.dim;
+    const width = this.dtype === 'F32' ? 4 : 2;
+    const position = this.start + first * this.dim * width;
+    if (this.dtype === 'F32' && os.endianness() === 'LE') {
+      SafetensorsTable.readFully(this.fd, new Uint8Array(this.data.buffer, first * this.dim * 4, count * 4), position, this.file);
+    } else {
+      const bytes = Buffer.alloc(count * width);
+      SafetensorsTable.readFully(this.fd, bytes, position, this.file);
+      decodeInto(this.data, first * this.dim, bytes, this.dtype, count);
+    }
+    this.loaded[block] = 1;
+  }
 }
 
 interface Tokenizer {
@@ -147,12 +285,15 @@ function loadTokenizer(folder: string): { tokenizer: Tokenizer; unkId: number | 
   const config = fs.existsSync(configPath) ? (JSON.parse(fs.readFileSync(configPath, 'utf8')) as Record<string, unknown>) : {};
   // Same class choice as AutoTokenizer, without its file lookup that insists on tokenizer_config.json.
   const className = typeof config.tokenizer_class === 'string' ? config.tokenizer_class.replace(/Fast$/, '') : 'PreTrainedTokenizer';
+  // Read before the vocabulary is let go below.
+  const unkId = unknownId(json.model ?? {});
   let tokenizer: Tokenizer;
   if (PLAIN_TOKENIZER_CLASSES.has(className)) {
     // The library transformers.js bundles and calls for these classes, alone: the transformers bundle also
     // loads onnxruntime-node and sharp (~35 MB of the api's RSS, issue #14), which a static model never uses.
     const { Tokenizer: Inner } = require('@huggingface/tokenizers') as TokenizersModule;
     const inner = new Inner(json, config);
+    dropVocabObject(json);
     const special = [...inner.get_added_tokens_decoder().values()].filter((t) => t.special).map((t) => t.id);
     tokenizer = { encode: (text, opts) => inner.encode(text, { add_special_tokens: opts.add_special_tokens }).ids, all_special_ids: special };
   } else {
@@ -165,14 +306,28 @@ function loadTokenizer(folder: string): { tokenizer: Tokenizer; unkId: number | 
     ) => Tokenizer;
     tokenizer = new Cls(json, config);
   }
-  let unkId: number | null = null;
-  const model = json.model ?? {};
-  if (typeof model.unk_id === 'number') unkId = model.unk_id;
-  else if (typeof model.unk_token === 'string' && model.vocab && typeof model.vocab === 'object' && !Array.isArray(model.vocab)) {
-    const id = (model.vocab as Record<string, number>)[model.unk_token];
-    if (typeof id === 'number') unkId = id;
-  }
   return { tokenizer, unkId, wordwise: splitsOnWhitespace(json) };
+}
+
+/** The [UNK] id of a tokenizer.json model section: its unk_id, else its unk_token's entry in a WordPiece/BPE vocabulary. */
+function unknownId(model: { unk_token?: string | null; unk_id?: number | null; vocab?: unknown }): number | null {
+  if (typeof model.unk_id === 'number') return model.unk_id;
+  if (typeof model.unk_token === 'string' && model.vocab && typeof model.vocab === 'object' && !Array.isArray(model.vocab)) {
+    const id = (model.vocab as Record<string, number>)[model.unk_token];
+    if (typeof id === 'number') return id;
+  }
+  return null;
+}
+
+/**
+ * Lets go of a WordPiece tokenizer.json's `model.vocab` object once @huggingface/tokenizers has built its model from
+ * it. The library keeps the parsed JSON (`Tokenizer.tokenizer`, and the model section as `model.config`) but reads
+ * the vocabulary only in the model's constructor, which copies it into its own token → id Map and id → token array;
+ * kept, the object was a second copy of the vocabulary, ~6 MB of the api's live heap with a 100k-word model
+ * (bench/README.md, "Seventh pass"). Only for WordPiece, the one model whose code this was checked against.
+ */
+export function dropVocabObject(json: { model?: { type?: string; vocab?: unknown } }): void {
+  if (json.model?.type === 'WordPiece') delete json.model.vocab;
 }
 
 /** A loaded model2vec model: tokenizer plus [vocab, dim] matrix. */
@@ -182,14 +337,17 @@ export class StaticModel {
   /** Token ids by whitespace-delimited piece (see splitsOnWhitespace); null when the tokenizer does not allow it. */
   private readonly pieces: Map<string, number[]> | null;
 
+  readonly rows: number;
+  readonly dim: number;
+
   constructor(
     private readonly tokenizer: Tokenizer,
-    private readonly matrix: Float32Array,
-    readonly rows: number,
-    readonly dim: number,
+    private readonly table: SafetensorsTable,
     readonly unkId: number | null,
     wordwise = false,
   ) {
+    this.rows = table.rows;
+    this.dim = table.dim;
     this.pieces = wordwise ? new Map() : null;
     // Text that spells "[CLS]" would otherwise match the added token; special rows carry no meaning of the text.
     this.skip = new Set([...(tokenizer.all_special_ids ?? []), ...(unkId === null ? [] : [unkId])]);
@@ -198,8 +356,7 @@ export class StaticModel {
   /** Loads tokenizer.json and model.safetensors from a folder. */
   static fromFolder(folder: string): StaticModel {
     const { tokenizer, unkId, wordwise } = loadTokenizer(folder);
-    const m = parseSafetensors(fs.readFileSync(path.join(folder, 'model.safetensors')));
-    return new StaticModel(tokenizer, m.data, m.rows, m.dim, unkId, wordwise);
+    return new StaticModel(tokenizer, SafetensorsTable.open(path.join(folder, 'model.safetensors')), unkId, wordwise);
   }
 
   /** The tokenizer's own ids for a text (special tokens included), before the 512-token cut. */
@@ -244,9 +401,11 @@ export class StaticModel {
   embed(text: string): Float32Array {
     const out = new Float32Array(this.dim);
     const ids = this.tokenIds(text);
+    this.table.ensure(ids);
+    const matrix = this.table.data;
     for (const id of ids) {
       const row = id * this.dim;
-      for (let j = 0; j < this.dim; j++) out[j] += this.matrix[row + j];
+      for (let j = 0; j < this.dim; j++) out[j] += matrix[row + j];
     }
     if (ids.length) for (let j = 0; j < this.dim; j++) out[j] /= ids.length;
     return l2Normalize(out);
@@ -291,6 +450,15 @@ export function loadStaticModel(env: StaticEnv, policy: OutboundPolicy = operato
   return p;
 }
 
+/** Forgets one loaded model (its file changed on disk), so the next caller loads its folder again. */
+function forgetStaticModel(model: StaticModel): void {
+  for (const [folder, m] of loaded) {
+    if (m !== model) continue;
+    loaded.delete(folder);
+    loads.delete(folder);
+  }
+}
+
 /** Forgets loaded models (tests, and operators swapping a folder in place). */
 export function forgetStaticModels(): void {
   loads.clear();
@@ -329,7 +497,7 @@ export class StaticEmbedder implements Embedder {
   async embed(texts: string[], signal?: AbortSignal): Promise<Float32Array[]> {
     // Once loaded (every query after the first), no promise race and no abort listener per query.
     const ready = this.folder === null ? undefined : loaded.get(this.folder);
-    if (ready) return texts.map((t) => ready.embed(t));
+    if (ready) return this.embedWith(ready, texts);
     let model: StaticModel;
     try {
       // A caller giving up does not cancel the shared load: the next caller reuses it.
@@ -338,6 +506,18 @@ export class StaticEmbedder implements Embedder {
       if (signal?.aborted) throw new EmbeddingError('timeout', 'static', this.model, 'static model load did not finish in time');
       throw new EmbeddingError('model_load_failed', 'static', this.model, `static model could not be loaded: ${(err as Error).message}`);
     }
-    return texts.map((t) => model.embed(t));
+    return this.embedWith(model, texts);
+  }
+
+  private embedWith(model: StaticModel, texts: string[]): Float32Array[] {
+    try {
+      return texts.map((t) => model.embed(t));
+    } catch (err) {
+      if (!(err instanceof StaticModelChangedError)) throw err;
+      // Rows are read as they are first used: a file changed under them cannot give this text a vector of one
+      // model. The next call loads the folder again, whole.
+      forgetStaticModel(model);
+      throw new EmbeddingError('model_load_failed', 'static', this.model, `static model could not be loaded: ${err.message}`);
+    }
   }
 }
