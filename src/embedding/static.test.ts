@@ -415,4 +415,26 @@ describe('what a loaded static model holds (issue #14: the api\'s RSS)', () => {
     const [v] = await e.embed(['filler1100 cat']);
     expect(Array.from(v)).toEqual(Array.from(reference.embed('filler1100 cat')));
   });
+
+  it('a model file written while a block of it is being read is not mixed in: model_load_failed, not a vector', async () => {
+    const spec = topicModelSpec(8, 1200);
+    const folder = writeModel2VecFolder(path.join(tempDir('lazy-during'), 'm'), spec);
+    const e = new StaticEmbedder(testEnv({ MEMORY_STATIC_MODEL: folder }));
+    await e.embed(['cat']);
+    const other = fixtureMatrix({ ...spec, vectors: {} }).matrix;
+    const file = path.join(folder, 'model.safetensors');
+    // `cp` over the file lands after the block's stat and before its read returns.
+    const realRead = fs.readSync.bind(fs) as (...args: unknown[]) => number;
+    const read = jest.spyOn(fs, 'readSync').mockImplementation(((...args: unknown[]) => {
+      read.mockRestore();
+      fs.writeFileSync(file, safetensorsBytes('embeddings', [other.length / 8, 8], other.map((x) => -x)));
+      fs.utimesSync(file, new Date(), new Date(Date.now() + 5000));
+      return realRead(...args);
+    }) as typeof fs.readSync);
+    try {
+      await expect(e.embed(['filler1100'])).rejects.toMatchObject({ reason: 'model_load_failed', source: 'static' });
+    } finally {
+      read.mockRestore();
+    }
+  });
 });

@@ -239,6 +239,8 @@ export class SafetensorsTable {
       SafetensorsTable.readFully(this.fd, bytes, position, this.file);
       decodeInto(this.data, first * this.dim, bytes, this.dtype, count);
     }
+    // Again after the read: a write that lands between the check above and the read's end changes the stamp too.
+    if (SafetensorsTable.stampOf(fs.fstatSync(this.fd)) !== this.stamp) throw new StaticModelChangedError(this.file);
     this.loaded[block] = 1;
   }
 }
