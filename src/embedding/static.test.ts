@@ -415,4 +415,55 @@ describe('what a loaded static model holds (issue #14: the api\'s RSS)', () => {
     const [v] = await e.embed(['filler1100 cat']);
     expect(Array.from(v)).toEqual(Array.from(reference.embed('filler1100 cat')));
   });
+
+  it('a model file written while a block of it is being read is not mixed in: model_load_failed, not a vector', async () => {
+    const spec = topicModelSpec(8, 1200);
+    const folder = writeModel2VecFolder(path.join(tempDir('lazy-during'), 'm'), spec);
+    const e = new StaticEmbedder(testEnv({ MEMORY_STATIC_MODEL: folder }));
+    await e.embed(['cat']);
+    const other = fixtureMatrix({ ...spec, vectors: {} }).matrix;
+    const file = path.join(folder, 'model.safetensors');
+    // `cp` over the file lands after the block's stat and before its read returns.
+    const realRead = fs.readSync.bind(fs) as (...args: unknown[]) => number;
+    const read = jest.spyOn(fs, 'readSync').mockImplementation(((...args: unknown[]) => {
+      read.mockRestore();
+      fs.writeFileSync(file, safetensorsBytes('embeddings', [other.length / 8, 8], other.map((x) => -x)));
+      fs.utimesSync(file, new Date(), new Date(Date.now() + 5000));
+      return realRead(...args);
+    }) as typeof fs.readSync);
+    try {
+      await expect(e.embed(['filler1100'])).rejects.toMatchObject({ reason: 'model_load_failed', source: 'static' });
+    } finally {
+      read.mockRestore();
+    }
+  });
+
+  it('a read error on the opened model file (ESTALE once an NFS server replaced it) loads the folder again instead of failing every later call', async () => {
+    const spec = topicModelSpec(8, 1200);
+    const folder = writeModel2VecFolder(path.join(tempDir('lazy-stale'), 'm'), spec);
+    const e = new StaticEmbedder(testEnv({ MEMORY_STATIC_MODEL: folder }));
+    await e.embed(['cat']);
+    const stale = () => Object.assign(new Error('ESTALE: stale file handle, read'), { code: 'ESTALE', errno: -116 });
+    // The first file the table touches from here on is the one already open: its handle is stale for good.
+    let staleFd: number | null = null;
+    const realFstat = fs.fstatSync.bind(fs) as (...args: unknown[]) => fs.Stats;
+    const realRead = fs.readSync.bind(fs) as (...args: unknown[]) => number;
+    const fstat = jest.spyOn(fs, 'fstatSync').mockImplementation(((fd: number, ...rest: unknown[]) => {
+      staleFd ??= fd;
+      if (fd === staleFd) throw stale();
+      return realFstat(fd, ...rest);
+    }) as typeof fs.fstatSync);
+    const read = jest.spyOn(fs, 'readSync').mockImplementation(((fd: number, ...rest: unknown[]) => {
+      if (fd === staleFd) throw stale();
+      return realRead(fd, ...rest);
+    }) as typeof fs.readSync);
+    try {
+      await expect(e.embed(['filler1100'])).rejects.toMatchObject({ reason: 'model_load_failed', source: 'static' });
+      const [v] = await e.embed(['filler1100']);
+      expect(Array.from(v)).toEqual(Array.from(StaticModel.fromFolder(folder).embed('filler1100')));
+    } finally {
+      fstat.mockRestore();
+      read.mockRestore();
+    }
+  });
 });

@@ -227,17 +227,26 @@ export class SafetensorsTable {
   }
 
   private readBlock(block: number): void {
-    if (SafetensorsTable.stampOf(fs.fstatSync(this.fd)) !== this.stamp) throw new StaticModelChangedError(this.file);
-    const first = block * this.blockRows;
-    const count = (Math.min(this.rows, first + this.blockRows) - first) * this.dim;
-    const width = this.dtype === 'F32' ? 4 : 2;
-    const position = this.start + first * this.dim * width;
-    if (this.dtype === 'F32' && os.endianness() === 'LE') {
-      SafetensorsTable.readFully(this.fd, new Uint8Array(this.data.buffer, first * this.dim * 4, count * 4), position, this.file);
-    } else {
-      const bytes = Buffer.alloc(count * width);
-      SafetensorsTable.readFully(this.fd, bytes, position, this.file);
-      decodeInto(this.data, first * this.dim, bytes, this.dtype, count);
+    try {
+      if (SafetensorsTable.stampOf(fs.fstatSync(this.fd)) !== this.stamp) throw new StaticModelChangedError(this.file);
+      const first = block * this.blockRows;
+      const count = (Math.min(this.rows, first + this.blockRows) - first) * this.dim;
+      const width = this.dtype === 'F32' ? 4 : 2;
+      const position = this.start + first * this.dim * width;
+      if (this.dtype === 'F32' && os.endianness() === 'LE') {
+        SafetensorsTable.readFully(this.fd, new Uint8Array(this.data.buffer, first * this.dim * 4, count * 4), position, this.file);
+      } else {
+        const bytes = Buffer.alloc(count * width);
+        SafetensorsTable.readFully(this.fd, bytes, position, this.file);
+        decodeInto(this.data, first * this.dim, bytes, this.dtype, count);
+      }
+      // Again after the read: a write that lands between the check above and the read's end changes the stamp too.
+      if (SafetensorsTable.stampOf(fs.fstatSync(this.fd)) !== this.stamp) throw new StaticModelChangedError(this.file);
+    } catch (err) {
+      // Any failure to read the opened file (ESTALE once an NFS server has replaced it, EIO) is handled as a change:
+      // the model is forgotten and the next call opens the folder's file again, instead of failing until a restart.
+      if (err instanceof StaticModelChangedError) throw err;
+      throw Object.assign(new StaticModelChangedError(this.file), { cause: err });
     }
     this.loaded[block] = 1;
   }
