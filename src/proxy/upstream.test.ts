@@ -19,7 +19,7 @@ async function collect(body: AsyncIterable<Buffer>): Promise<Buffer> {
   return Buffer.concat(parts);
 }
 
-describe('UpstreamClient (the body read from undici dispatch)', () => {
+describe('UpstreamClient', () => {
   let server: http.Server;
   let client: UpstreamClient;
   let handler: (req: http.IncomingMessage, res: http.ServerResponse) => void;

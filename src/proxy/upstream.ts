@@ -1,6 +1,6 @@
 import type { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
-import { type Dispatcher, errors, Pool, util } from 'undici';
+import { Pool } from 'undici';
 import type { Env } from '../config/env';
 import { AppError } from '../errors';
 
@@ -100,182 +100,19 @@ export class UpstreamClient {
     return this.call('GET', `/models/${encodeURIComponent(id)}`, opts.signal, undefined, this.headers.get);
   }
 
-  private call(method: 'GET' | 'POST', path: string, signal: UpstreamSignal, body: string | Buffer | undefined, headers: Record<string, string>): Promise<UpstreamResponse> {
-    return new Promise((resolve, reject) => {
-      const call = new UpstreamCall(signal, resolve, reject);
-      this.pool.dispatch(
-        {
-          path: `${this.basePath}${path}`,
-          method,
-          headers,
-          body,
-          // Time to the status line, and the longest silence between body chunks (a stream may run for minutes).
-          headersTimeout: this.env.UPSTREAM_TIMEOUT_MS,
-          bodyTimeout: this.env.UPSTREAM_TIMEOUT_MS,
-        },
-        call,
-      );
+  private async call(method: 'GET' | 'POST', path: string, signal: UpstreamSignal, body: string | Buffer | undefined, headers: Record<string, string>): Promise<UpstreamResponse> {
+    const r = await this.pool.request({
+      path: `${this.basePath}${path}`,
+      method,
+      headers,
+      body,
+      signal,
+      // Time to the status line, and the longest silence between body chunks (a stream may run for minutes).
+      headersTimeout: this.env.UPSTREAM_TIMEOUT_MS,
+      bodyTimeout: this.env.UPSTREAM_TIMEOUT_MS,
     });
+    // Readers see a body error through iteration; this listener keeps one nobody reads (client gone) from ever being unhandled.
+    r.body.on('error', () => undefined);
+    return { status: r.statusCode, headers: r.headers, body: r.body };
   }
-}
-
-/** Bytes of an upstream body held unread before the upstream socket is paused (what request()'s body stream held on Node 20: its default high-water mark). */
-const BODY_HIGH_WATER_BYTES = 16 * 1024;
-
-type Settle = { resolve: (r: IteratorResult<Buffer>) => void; reject: (e: unknown) => void };
-
-/**
- * One upstream call as undici's dispatcher reports it, and the body it reads: what `request()` does, without its
- * body stream. request() wraps every answer in a Readable (BodyReadable), iterated through Node's stream async
- * iterator, plus an AsyncResource and an abort listener per call: a measurable part of a memory-off chat's CPU
- * (bench/README.md, "Seventh pass"). The proxy only ever reads the body once, chunk by chunk, so a queue does.
- * Same errors as request(): undici's own (timeouts, socket), the signal's reason or a RequestAbortedError when cut.
- */
-class UpstreamCall implements Dispatcher.DispatchHandlers, AsyncIterableIterator<Buffer> {
-  private abortFn: ((err?: Error) => void) | null = null;
-  /** Why the call was cut before undici handed over its abort function (applied in onConnect). */
-  private reason: Error | null = null;
-  private removeAbortListener: (() => void) | null = null;
-  private settled = false;
-  private readonly queue: Buffer[] = [];
-  private queued = 0;
-  private resumeFn: (() => void) | null = null;
-  private paused = false;
-  /** The body ended (complete), failed (`error`) or was given up by its reader (`done`). */
-  private ended = false;
-  private error: unknown = null;
-  private done = false;
-  private waiter: Settle | null = null;
-
-  constructor(
-    signal: UpstreamSignal,
-    private readonly resolveCall: (r: UpstreamResponse) => void,
-    private readonly rejectCall: (e: unknown) => void,
-  ) {
-    if (signal.aborted) this.reason = abortReason(signal);
-    else {
-      const onAbort = (): void => this.cut(abortReason(signal));
-      if ('addEventListener' in signal) {
-        signal.addEventListener('abort', onAbort, { once: true });
-        this.removeAbortListener = () => signal.removeEventListener('abort', onAbort);
-      } else {
-        signal.on('abort', onAbort);
-        this.removeAbortListener = () => signal.off('abort', onAbort);
-      }
-    }
-  }
-
-  private cut(reason: Error): void {
-    if (this.abortFn) this.abortFn(reason);
-    else this.reason = reason;
-  }
-
-  private detach(): void {
-    if (this.removeAbortListener) {
-      this.removeAbortListener();
-      this.removeAbortListener = null;
-    }
-  }
-
-  onConnect(abort: (err?: Error) => void): void {
-    if (this.reason) return abort(this.reason);
-    this.abortFn = abort;
-  }
-
-  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
-    // 1xx informational answers come before the real one (request() skips them too).
-    if (statusCode < 200) return true;
-    this.resumeFn = resume;
-    this.settled = true;
-    this.resolveCall({ status: statusCode, headers: util.parseHeaders(rawHeaders) as IncomingHttpHeaders, body: this });
-    return true;
-  }
-
-  onData(chunk: Buffer): boolean {
-    if (this.done) return true;
-    if (this.waiter) {
-      const w = this.waiter;
-      this.waiter = null;
-      w.resolve({ value: chunk, done: false });
-      return true;
-    }
-    this.queue.push(chunk);
-    this.queued += chunk.length;
-    if (this.queued < BODY_HIGH_WATER_BYTES) return true;
-    this.paused = true;
-    return false;
-  }
-
-  onComplete(): void {
-    this.ended = true;
-    this.detach();
-    if (this.waiter) {
-      const w = this.waiter;
-      this.waiter = null;
-      w.resolve({ value: undefined, done: true });
-    }
-  }
-
-  onError(err: Error): void {
-    this.detach();
-    if (!this.settled) {
-      this.settled = true;
-      this.rejectCall(err);
-      return;
-    }
-    if (this.ended || this.done) return;
-    this.ended = true;
-    this.error = err;
-    // A failed body loses what it held, as a destroyed stream does: the reader sees the error next.
-    this.queue.length = 0;
-    this.queued = 0;
-    if (this.waiter) {
-      const w = this.waiter;
-      this.waiter = null;
-      w.reject(err);
-    }
-  }
-
-  next(): Promise<IteratorResult<Buffer>> {
-    if (this.error !== null) return Promise.reject(this.error);
-    if (this.queue.length > 0) {
-      // Everything held, as one piece (what a stream's read() hands its async iterator): a slow reader writes less often.
-      const chunk = this.queue.length === 1 ? this.queue[0] : Buffer.concat(this.queue, this.queued);
-      this.queue.length = 0;
-      this.queued = 0;
-      if (this.paused) {
-        this.paused = false;
-        this.resumeFn?.();
-      }
-      return Promise.resolve({ value: chunk, done: false });
-    }
-    if (this.ended || this.done) return Promise.resolve({ value: undefined, done: true });
-    return new Promise((resolve, reject) => {
-      this.waiter = { resolve, reject };
-    });
-  }
-
-  /** The reader stopped early (a `break` or a throw in `for await`): the rest is not wanted, the call is cut. */
-  return(): Promise<IteratorResult<Buffer>> {
-    this.destroy();
-    return Promise.resolve({ value: undefined, done: true });
-  }
-
-  /** Drops the body; a call still running is aborted (its connection is not reused), as destroying request()'s body does. */
-  destroy(err?: Error): void {
-    if (this.done) return;
-    this.done = true;
-    this.queue.length = 0;
-    this.queued = 0;
-    if (!this.ended) this.abortFn?.(err ?? new errors.RequestAbortedError());
-  }
-
-  [Symbol.asyncIterator](): AsyncIterableIterator<Buffer> {
-    return this;
-  }
-}
-
-/** What request() cuts a call with: the signal's reason, or undici's own RequestAbortedError without one (ClientGone). */
-function abortReason(signal: UpstreamSignal): Error {
-  return ((signal as { reason?: unknown }).reason ?? new errors.RequestAbortedError()) as Error;
 }
