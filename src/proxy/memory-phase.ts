@@ -24,6 +24,7 @@ export interface MemoryPlan {
   on: boolean;
   /** The status to report when memory is off. */
   offStatus: 'disabled' | 'opted-out' | null;
+  /** The session header's id when memory is on; null when off (nothing is retrieved or extracted, so it is not read). */
   sessionId: string | null;
 }
 
@@ -67,10 +68,10 @@ async function cancellable<T>(work: (signal: AbortSignal) => Promise<T>, ms: num
 
 /** Decides whether memory is on for a request: settings enabled with a token budget, and no `x-omniroute-no-memory`/`x-no-memory` opt-out. */
 export function memoryPlan(settings: MemorySettings, headers: HeaderSource): MemoryPlan {
-  const sessionId = sessionIdFromHeaders(headers);
-  if (!settings.enabled || settings.maxTokens <= 0) return { settings, on: false, offStatus: 'disabled', sessionId };
-  if (isNoMemoryRequested(headers)) return { settings, on: false, offStatus: 'opted-out', sessionId };
-  return { settings, on: true, offStatus: null, sessionId };
+  // Off: the headers are not scanned for a session id nobody reads (two walks over every header, per memory-off chat).
+  if (!settings.enabled || settings.maxTokens <= 0) return { settings, on: false, offStatus: 'disabled', sessionId: null };
+  if (isNoMemoryRequested(headers)) return { settings, on: false, offStatus: 'opted-out', sessionId: null };
+  return { settings, on: true, offStatus: null, sessionId: sessionIdFromHeaders(headers) };
 }
 
 /**

@@ -69,11 +69,11 @@ export function proxyRoutes(ctx: ApiContext): Router {
     handle({ body: chatCompletionBody }, async (_input, req, res) => {
       const apiKeyId = apiKeyOf(res).id;
       const logRequestId = String(res.locals.requestId);
-      // A fresh id per chat request: a client-chosen x-request-id must not collide extraction job ids.
-      const chatId = crypto.randomUUID();
       const original = req.body as ChatRequest;
       const gone = new ClientGone({ req, res });
       const plan = memoryPlan(ctx.settings.memory(), req.headers);
+      // A fresh id per chat request: a client-chosen x-request-id must not collide extraction job ids (memory off: none runs).
+      const chatId = plan.on ? crypto.randomUUID() : '';
       // Only retrieval needs a real AbortSignal (memory off: none is made).
       const { body, outcome } = await applyMemory(
         { retrieval: ctx.retrieval, log: ctx.log },
