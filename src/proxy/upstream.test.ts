@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import { UpstreamClient, type UpstreamSignal } from './upstream';
 
 /** An emitter signal as the proxy passes one (ClientGone's shape). */
@@ -144,5 +144,98 @@ describe('UpstreamClient', () => {
     })();
     await expect(reading).rejects.toMatchObject({ code: 'UND_ERR_ABORTED' });
     expect(seen).toEqual(['data: 1\n\n']);
+  });
+});
+
+describe('UpstreamClient: a reader that falls behind an answer the upstream ends with its connection', () => {
+  // undici 6 and 7 pause their HTTP/1 parser for a reader that fell behind, and throw an AssertionError no caller can
+  // catch when the socket ends while it is paused (nodejs/undici#5360): the process guards then shut the api down.
+  const body = Buffer.alloc(100_000);
+  for (let i = 0; i < body.length; i++) body[i] = (i * 7) & 0xff;
+  const head = (lines: string) => Buffer.from(`${lines}\r\n\r\n`);
+  const answers: Record<string, Buffer> = {
+    'Connection: close with a content-length': Buffer.concat([head(`HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: ${body.length}`), body]),
+    'no length (the body ends with the connection)': Buffer.concat([head('HTTP/1.1 200 OK\r\nContent-Type: application/json'), body]),
+    'HTTP/1.0 with a content-length': Buffer.concat([head(`HTTP/1.0 200 OK\r\nContent-Length: ${body.length}`), body]),
+    'keep-alive, then the upstream closes the idle socket': Buffer.concat([head(`HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nContent-Length: ${body.length}`), body]),
+  };
+
+  async function readLate(answer: Buffer, maxHeld?: number): Promise<{ got: Buffer | null; error: unknown; uncaught: unknown[]; upstreamClosed: boolean }> {
+    const sockets: net.Socket[] = [];
+    let closed!: () => void;
+    const upstreamClosed = new Promise<void>((r) => (closed = r));
+    let wasClosed = false;
+    const server = net.createServer((socket) => {
+      sockets.push(socket);
+      socket.on('error', () => undefined);
+      socket.on('close', () => {
+        wasClosed = true;
+        closed();
+      });
+      // The whole answer, then the FIN (for the keep-alive answer: as an upstream closing an idle socket does).
+      socket.once('data', () => socket.end(answer));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const client = new UpstreamClient({ UPSTREAM_BASE_URL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, UPSTREAM_API_KEY: '', UPSTREAM_TIMEOUT_MS: 5_000 }, maxHeld);
+    const uncaught: unknown[] = [];
+    const onUncaught = (err: unknown) => uncaught.push(err);
+    process.on('uncaughtException', onUncaught);
+    try {
+      const up = await client.chatCompletions({ model: 'm' }, { signal: emitterSignal(), stream: false });
+      // The reader starts only after the upstream has sent everything and closed its socket.
+      await Promise.race([upstreamClosed, new Promise((r) => setTimeout(r, 2_000).unref())]);
+      await new Promise((r) => setTimeout(r, 50));
+      let got: Buffer | null = null;
+      let error: unknown = null;
+      try {
+        got = await collect(up.body);
+      } catch (err) {
+        error = err;
+      }
+      return { got, error, uncaught, upstreamClosed: wasClosed };
+    } finally {
+      process.off('uncaughtException', onUncaught);
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+  }
+
+  it.each(Object.keys(answers))('%s: the whole body arrives and nothing is thrown outside the call', async (name) => {
+    const r = await readLate(answers[name]!);
+    expect(r.uncaught).toEqual([]);
+    expect(r.error).toBeNull();
+    expect(r.got!.equals(body)).toBe(true);
+  });
+
+  it('a reader more than the held-bytes bound behind cuts the call: its iteration throws, the upstream sees its connection close', async () => {
+    const sockets: net.Socket[] = [];
+    let closed!: () => void;
+    const upstreamClosed = new Promise<void>((r) => (closed = r));
+    // An answer that never ends, written as fast as the socket takes it.
+    const server = net.createServer((socket) => {
+      sockets.push(socket);
+      socket.on('error', () => undefined);
+      socket.on('close', () => closed());
+      socket.once('data', () => {
+        socket.write('HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n');
+        const chunk = Buffer.from(`4000\r\n${'x'.repeat(0x4000)}\r\n`);
+        const pump = () => {
+          while (!socket.destroyed && socket.write(chunk));
+          if (!socket.destroyed) socket.once('drain', pump);
+        };
+        pump();
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const client = new UpstreamClient({ UPSTREAM_BASE_URL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, UPSTREAM_API_KEY: '', UPSTREAM_TIMEOUT_MS: 5_000 }, 256 * 1024);
+    try {
+      const up = await client.chatCompletions({ model: 'm' }, { signal: emitterSignal(), stream: true });
+      await Promise.race([upstreamClosed, new Promise((r) => setTimeout(r, 5_000).unref())]);
+      await expect(collect(up.body)).rejects.toMatchObject({ name: 'UpstreamReaderBehindError', code: 'ENGRAM_READER_BEHIND' });
+      await upstreamClosed;
+    } finally {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((r) => server.close(() => r()));
+    }
   });
 });

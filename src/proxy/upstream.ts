@@ -1,5 +1,6 @@
 import type { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
+import type { Readable } from 'node:stream';
 import { Pool } from 'undici';
 import type { Env } from '../config/env';
 import { AppError } from '../errors';
@@ -43,6 +44,87 @@ export function isEventStream(headers: IncomingHttpHeaders): boolean {
   return typeof ct === 'string' && ct.toLowerCase().startsWith('text/event-stream');
 }
 
+/**
+ * How far a reader (the client the answer is relayed to) may fall behind an upstream answer before the call is cut:
+ * bytes read from the upstream and not yet taken by the reader. A chat answer is far smaller.
+ */
+export const UPSTREAM_MAX_HELD_BYTES = 16 * 1024 * 1024;
+
+/** Thrown from a body's iteration when its reader fell more than the held-bytes bound behind; the upstream call is cut. */
+export class UpstreamReaderBehindError extends Error {
+  readonly code = 'ENGRAM_READER_BEHIND';
+  constructor(maxHeld: number) {
+    super(`the reader fell more than ${maxHeld} bytes behind the upstream answer`);
+    this.name = 'UpstreamReaderBehindError';
+  }
+}
+
+/**
+ * Reads undici's body as fast as it arrives and holds what the reader has not taken yet, so undici's HTTP/1 parser is
+ * never paused for a reader that fell behind. undici 6 and 7 throw an AssertionError that no caller can catch when the
+ * socket ends (the upstream's FIN: `Connection: close`, an answer without a length, HTTP/1.0, an idle keep-alive socket
+ * the upstream closes) while its parser is paused (nodejs/undici#5360, fixed in undici 8, which needs Node 22), and the
+ * process guards then shut the api down: any client reading a long answer slowly could stop it for everyone.
+ * The iteration yields what has arrived since the last step (as a Readable's iterator does), throws the body's
+ * error (held bytes dropped, as a destroyed Readable drops them), and cuts the call when the reader stops early or
+ * falls more than `maxHeld` bytes behind.
+ */
+export function readEagerly(src: Readable, maxHeld: number): UpstreamResponse['body'] {
+  const queue: Buffer[] = [];
+  let held = 0;
+  let ended = false;
+  let failure: { err: unknown } | null = null;
+  let wake: (() => void) | null = null;
+  const notify = () => {
+    const w = wake;
+    wake = null;
+    w?.();
+  };
+  src.on('data', (chunk: Buffer) => {
+    queue.push(chunk);
+    held += chunk.length;
+    if (held > maxHeld) src.destroy(new UpstreamReaderBehindError(maxHeld));
+    notify();
+  });
+  src.on('end', () => {
+    ended = true;
+    notify();
+  });
+  // Also what keeps an error of a body nobody reads (client gone) from ever being unhandled.
+  src.on('error', (err: unknown) => {
+    failure ??= { err };
+    notify();
+  });
+  src.on('close', () => {
+    if (!ended) failure ??= { err: new Error('the upstream body was closed before its end') };
+    notify();
+  });
+  async function* iterate(): AsyncGenerator<Buffer> {
+    let complete = false;
+    try {
+      for (;;) {
+        if (failure) throw failure.err;
+        if (queue.length) {
+          const out = queue.length === 1 ? queue[0]! : Buffer.concat(queue, held);
+          queue.length = 0;
+          held = 0;
+          yield out;
+          continue;
+        }
+        if (ended) {
+          complete = true;
+          return;
+        }
+        await new Promise<void>((r) => (wake = r));
+      }
+    } finally {
+      // A reader that stopped early or failed: cut the call (a no-op on a body already ended or destroyed).
+      if (!complete) src.destroy();
+    }
+  }
+  return { [Symbol.asyncIterator]: iterate, destroy: (err?: Error) => src.destroy(err) };
+}
+
 /** Maps a failed upstream call to the one error shape: 504 when it timed out, 502 when it could not be reached or broke. */
 export function upstreamFailure(err: unknown): AppError {
   const code = (err as { code?: unknown } | null)?.code;
@@ -67,7 +149,10 @@ export class UpstreamClient {
   private readonly pool: Pool;
   private readonly headers: { json: Record<string, string>; sse: Record<string, string>; get: Record<string, string> };
 
-  constructor(private readonly env: UpstreamEnv) {
+  constructor(
+    private readonly env: UpstreamEnv,
+    private readonly maxHeldBytes = UPSTREAM_MAX_HELD_BYTES,
+  ) {
     const url = new URL(env.UPSTREAM_BASE_URL);
     this.basePath = url.pathname.replace(/\/+$/, '');
     this.pool = new Pool(url.origin);
@@ -111,8 +196,6 @@ export class UpstreamClient {
       headersTimeout: this.env.UPSTREAM_TIMEOUT_MS,
       bodyTimeout: this.env.UPSTREAM_TIMEOUT_MS,
     });
-    // Readers see a body error through iteration; this listener keeps one nobody reads (client gone) from ever being unhandled.
-    r.body.on('error', () => undefined);
-    return { status: r.statusCode, headers: r.headers, body: r.body };
+    return { status: r.statusCode, headers: r.headers, body: readEagerly(r.body, this.maxHeldBytes) };
   }
 }
