@@ -11,14 +11,13 @@
  * with the variant's NAME=value pairs over it.
  */
 import crypto from 'node:crypto';
-import { fork, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
 import { freePort, TestRedis } from '../test/helpers/redis-server';
 import { benchStaticModel } from './build-wink-model';
-import { buildDatabase } from './proxy-targets.bench';
+import { BenchChild, buildDatabase, chatBody, launchEnv, spawnChild } from './proxy-targets.bench';
 import { Corpus } from './retrieval.bench';
 
 interface Variant {
@@ -29,55 +28,7 @@ interface Variant {
   env: Record<string, string>;
 }
 
-interface Stats {
-  cpu: NodeJS.CpuUsage;
-  rss: number;
-  peakRss: number;
-  memory?: NodeJS.MemoryUsage;
-  spaces?: Record<string, number>;
-}
-
-class Api {
-  private waiters: Array<{ type: string; resolve: (m: Record<string, unknown>) => void }> = [];
-  readonly ready: Promise<number>;
-  constructor(
-    readonly v: Variant,
-    readonly proc: ChildProcess,
-  ) {
-    proc.on('error', () => undefined);
-    proc.on('message', (m: Record<string, unknown>) => {
-      const i = this.waiters.findIndex((w) => w.type === m.type || m.type === 'error');
-      if (i >= 0) this.waiters.splice(i, 1)[0].resolve(m);
-    });
-    proc.once('exit', (code) => {
-      for (const w of this.waiters.splice(0)) w.resolve({ type: 'error', message: `${v.label} exited with ${code}` });
-    });
-    this.ready = this.call(null, 'ready').then((m) => m.port as number);
-  }
-
-  call(cmd: Record<string, unknown> | null, reply: string): Promise<Record<string, unknown>> {
-    const p = new Promise<Record<string, unknown>>((resolve, reject) =>
-      this.waiters.push({ type: reply, resolve: (m) => (m.type === 'error' ? reject(new Error(`${this.v.label}: ${String(m.message)}`)) : resolve(m)) }),
-    );
-    if (cmd) this.proc.send(cmd);
-    return p;
-  }
-
-  stats(reset = false, detail = false): Promise<Stats> {
-    return this.call({ cmd: 'stats', reset, detail }, 'stats') as unknown as Promise<Stats>;
-  }
-}
-
-function launchEnv(root: string, env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
-  let mod: { childMemoryEnv?: (e: NodeJS.ProcessEnv) => NodeJS.ProcessEnv } = {};
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    mod = require(path.join(root, 'src/heap-growth.js')) as typeof mod;
-  } catch {
-    // an older build without the module
-  }
-  return mod.childMemoryEnv ? mod.childMemoryEnv(env) : env;
-}
+type Stats = Awaited<ReturnType<BenchChild['stats']>>;
 
 const mb = (x: number) => (x / 1_048_576).toFixed(1);
 
@@ -108,14 +59,14 @@ export async function runApiRssBench(args: string[] = process.argv.slice(2)): Pr
   const queries = corpus.queries(1000, 11);
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'engram-api-rss-'));
   const redis = await TestRedis.start();
-  const apis: Api[] = [];
+  const children: BenchChild[] = [];
+  const apis: BenchChild[] = [];
   try {
     const seedDir = path.join(tmp, 'seed');
     const seeded = await buildDatabase(seedDir, redis.url, model.folder, memories, corpus);
-    let upstream: ChildProcess | null = null;
-    const child = path.join(__dirname, 'proxy-child.js');
-    upstream = fork(child, ['upstream', '20'], { env: { PATH: process.env.PATH }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
-    const upPort = await new Promise<number>((resolve) => upstream!.once('message', (m: { port: number }) => resolve(m.port)));
+    const upstream = spawnChild('upstream', ['upstream', '20'], { PATH: process.env.PATH });
+    children.push(upstream);
+    const upPort = await upstream.ready;
     try {
       for (const [k, v] of variants.entries()) {
         const dataDir = path.join(tmp, `api-${k}`);
@@ -137,7 +88,8 @@ export async function runApiRssBench(args: string[] = process.argv.slice(2)): Pr
           LOG_LEVEL: 'info',
           ...v.env,
         });
-        const api = new Api(v, fork(child, ['api', v.root], { env, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] }));
+        const api = spawnChild(v.label, ['api', v.root], env);
+        children.push(api);
         apis.push(api);
         await api.ready;
         await api.call({ cmd: 'memory', enabled: true }, 'memory');
@@ -157,7 +109,7 @@ export async function runApiRssBench(args: string[] = process.argv.slice(2)): Pr
             {
               setupRequest: (req) => ({
                 ...req,
-                body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'system', content: 'You are a helpful assistant.' }, { role: 'user', content: `${queries[i % queries.length]} (${i++})` }] }),
+                body: chatBody(queries, i++),
               }),
             },
           ],
@@ -199,11 +151,10 @@ export async function runApiRssBench(args: string[] = process.argv.slice(2)): Pr
       for (const a of apis) {
         const h = (await a.call({ cmd: 'heap' }, 'heap')) as { memory: NodeJS.MemoryUsage; maps: { kinds: Record<string, number> } };
         const m = h.memory;
-        console.log(`${a.v.label}: after two full GCs rss ${mb(m.rss)} heap used ${mb(m.heapUsed)} total ${mb(m.heapTotal)} external ${mb(m.external)} rest ${mb(m.rss - m.heapTotal - m.external)}; resident by mapping ${Object.entries(h.maps.kinds).map(([k, v]) => `${k} ${mb(v)}`).join(', ')}`);
+        console.log(`${a.label}: after two full GCs rss ${mb(m.rss)} heap used ${mb(m.heapUsed)} total ${mb(m.heapTotal)} external ${mb(m.external)} rest ${mb(m.rss - m.heapTotal - m.external)}; resident by mapping ${Object.entries(h.maps.kinds).map(([k, v]) => `${k} ${mb(v)}`).join(', ')}`);
       }
     } finally {
-      for (const a of apis) if (a.proc.exitCode === null) a.proc.kill('SIGKILL');
-      if (upstream.exitCode === null) upstream.kill('SIGKILL');
+      for (const c of children) c.kill();
     }
   } finally {
     await redis.stop();

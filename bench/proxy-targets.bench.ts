@@ -60,7 +60,7 @@ function parseOptions(args: string[]): Options {
 }
 
 /** A child of bench/proxy-child.ts, driven over IPC. */
-class BenchChild {
+export class BenchChild {
   private waiters: Array<{ type: string; resolve: (m: Record<string, unknown>) => void }> = [];
   readonly ready: Promise<number>;
 
@@ -102,7 +102,7 @@ class BenchChild {
 
 const CHILD = path.join(__dirname, 'proxy-child.js');
 
-function spawnChild(label: string, args: string[], env: NodeJS.ProcessEnv): BenchChild {
+export function spawnChild(label: string, args: string[], env: NodeJS.ProcessEnv): BenchChild {
   return new BenchChild(label, fork(CHILD, args, { env, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] }));
 }
 
@@ -111,7 +111,7 @@ function spawnChild(label: string, args: string[], env: NodeJS.ProcessEnv): Benc
  * `childMemoryEnv`: glibc's MALLOC_ARENA_MAX), so each build is measured as a user runs it; a build
  * without that function gets the env unchanged.
  */
-function launchEnv(root: string, env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+export function launchEnv(root: string, env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   let mod: { childMemoryEnv?: (e: NodeJS.ProcessEnv) => NodeJS.ProcessEnv } = {};
   try {
     // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -160,7 +160,7 @@ interface Target {
 }
 
 /** The chat body of request `i`: a new user question each time (the query is never in the embedding cache). */
-function chatBody(queries: string[], i: number): string {
+export function chatBody(queries: string[], i: number): string {
   return JSON.stringify({
     model: 'gpt-4o-mini',
     messages: [
