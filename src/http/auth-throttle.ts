@@ -1,4 +1,3 @@
-import crypto from 'node:crypto';
 import type { Request, Response } from 'express';
 import { LRUCache } from 'lru-cache';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
@@ -20,6 +19,11 @@ export type ThrottleVerdict = { blocked: false } | { blocked: true; retryAfterSe
 const KNOWN_TTL_MS = 24 * 3600_000;
 const NOT_BLOCKED: ThrottleVerdict = Object.freeze({ blocked: false });
 
+/** The throttle's name for the management token that checked out (see AuthThrottle.verdict). */
+export const MANAGEMENT_IDENTITY = 'management';
+/** The throttle's name for a client key that checked out: its id, which stands for its one secret. */
+export const apiKeyIdentity = (id: string): string => `key:${id}`;
+
 /**
  * Brute-force brake for every credential check (management token on /api and /mcp, client keys on
  * /v1 and /mcp, the /admin/login form), per client IP (`req.ip`: with `trust proxy` = loopback, the
@@ -31,8 +35,8 @@ const NOT_BLOCKED: ThrottleVerdict = Object.freeze({ blocked: false });
  * - After `failures` failures in `windowMs`, the IP is blocked for `blockMs`: a credential from it
  *   is answered 429 (Retry-After, the one error shape) whether it is right or wrong, so a blocked
  *   attacker learns nothing more — not even when it guesses right.
- * - Except a credential that already succeeded from that IP (remembered as a salted hash, not the
- *   secret): the apps and the operator already working from an address keep working while something
+ * - Except a credential that already succeeded from that IP (remembered by its identity, a key's id or
+ *   'management', never the secret): the apps and the operator already working from an address keep working while something
  *   else there guesses. Another IP is never affected. A credential first presented during a block
  *   waits the block out (bounded by `blockMs`). The price: whoever shares the IP (a NAT, a reverse proxy
  *   that is not on loopback) can tell a remembered credential from the others during a block.
@@ -42,8 +46,6 @@ const NOT_BLOCKED: ThrottleVerdict = Object.freeze({ blocked: false });
 export class AuthThrottle {
   private readonly limiter: RateLimiterMemory | null;
   private readonly known: LRUCache<string, true>;
-  /** Per process: a fingerprint is never comparable across restarts or processes. */
-  private readonly salt = crypto.randomBytes(16).toString('hex');
 
   constructor(readonly options: AuthThrottleOptions) {
     this.limiter =
@@ -58,15 +60,6 @@ export class AuthThrottle {
   }
 
   /**
-   * The salted fingerprint of an (IP, credential) pair: a one-shot hash of salt, IP and credential (no Hash or Hmac
-   * object per request; an HMAC's second keyed pass buys nothing for a key that never leaves this process). The NUL
-   * separates the IP from the credential (an IP holds none).
-   */
-  private fingerprint(ip: string, credential: string): string {
-    return crypto.hash('sha256', `${this.salt}${ip}\0${credential}`, 'base64');
-  }
-
-  /**
    * The throttle's answer for one credential check, called right AFTER the (synchronous) verification and before
    * anything else is awaited: a wrong credential counts one failure (blocked once over the limit); a right one
    * passes unless the IP is blocked and it never succeeded from there. Deciding after the check is what keeps the
@@ -74,35 +67,49 @@ export class AuthThrottle {
    * connection (parsed and routed in one go, before any promise settles) are counted one by one — reading the
    * state before the check and counting after an await let every guess of such a batch through unbraked. A blocked
    * IP gets the same 429 for a right (unremembered) and a wrong credential: it learns nothing.
+   *
+   * `identity` names the credential that checked out without being it ('management', 'key:<id>'; a key's id stands
+   * for its one secret), or is null for a wrong one: the remembered pairs hold no secret and need no hash. The answer
+   * is synchronous when the limiter need not be asked (throttle off, or a remembered pair: every request of a working
+   * client), so a caller that tests for a promise adds no turn of the event loop to a client's request.
    */
-  async verdict(ip: string, credential: string, valid: boolean): Promise<ThrottleVerdict> {
-    if (!this.limiter) return { blocked: false };
-    if (!valid) {
-      try {
-        await this.limiter.consume(ip);
-        return { blocked: false };
-      } catch (rejection) {
-        if (!(rejection instanceof RateLimiterRes)) throw rejection;
-        return { blocked: true, retryAfterSeconds: Math.max(1, Math.ceil(rejection.msBeforeNext / 1000)) };
-      }
-    }
-    const fingerprint = this.fingerprint(ip, credential);
-    // Remembered: it passes a block, so the limiter need not be asked (every request of a working client comes here).
-    if (this.known.has(fingerprint)) {
-      this.known.set(fingerprint, true);
+  verdict(ip: string, identity: string | null): ThrottleVerdict | Promise<ThrottleVerdict> {
+    if (!this.limiter) return NOT_BLOCKED;
+    if (identity === null) return this.failure(this.limiter, ip);
+    const pair = `${ip}\0${identity}`;
+    // Remembered: it passes a block, so the limiter need not be asked.
+    if (this.known.has(pair)) {
+      this.known.set(pair, true);
       return NOT_BLOCKED;
     }
-    const res = await this.limiter.get(ip);
-    if (res && res.consumedPoints > this.options.failures && !this.known.has(fingerprint)) {
+    return this.firstSuccess(this.limiter, ip, pair);
+  }
+
+  private async failure(limiter: RateLimiterMemory, ip: string): Promise<ThrottleVerdict> {
+    try {
+      await limiter.consume(ip);
+      return NOT_BLOCKED;
+    } catch (rejection) {
+      if (!(rejection instanceof RateLimiterRes)) throw rejection;
+      return { blocked: true, retryAfterSeconds: Math.max(1, Math.ceil(rejection.msBeforeNext / 1000)) };
+    }
+  }
+
+  private async firstSuccess(limiter: RateLimiterMemory, ip: string, pair: string): Promise<ThrottleVerdict> {
+    const res = await limiter.get(ip);
+    if (res && res.consumedPoints > this.options.failures && !this.known.has(pair)) {
       return { blocked: true, retryAfterSeconds: Math.max(1, Math.ceil(res.msBeforeNext / 1000)) };
     }
-    this.known.set(fingerprint, true);
+    this.known.set(pair, true);
     return NOT_BLOCKED;
   }
 }
 
 /** The IP the throttle counts for a request (see AuthThrottle). */
-export const clientIp = (req: Request): string => req.ip ?? req.socket.remoteAddress ?? 'unknown';
+export const clientIp = (req: Request): string =>
+  // Without X-Forwarded-For, req.ip is the peer's address whatever `trust proxy` says (proxy-addr's walk has no other
+  // address to read): taken directly, every /v1 request skips that walk.
+  (req.headers['x-forwarded-for'] === undefined ? req.socket.remoteAddress : req.ip) ?? req.socket.remoteAddress ?? 'unknown';
 
 /** The 429 of a blocked IP: Retry-After and the error shape (OpenAI's on /v1). */
 export function sendThrottled(res: Response, verdict: { retryAfterSeconds: number }): void {

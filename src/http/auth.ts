@@ -1,10 +1,10 @@
-import type { Request, RequestHandler, Response } from 'express';
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { AdminSessionService } from '../auth/admin-sessions.service';
 import type { ApiKeyService } from '../auth/api-keys.service';
 import { safeEqual } from '../auth/management-token';
 import type { ApiKeyRecord } from '../auth/api-key.repository';
 import { sendError } from './error-handler';
-import { type AuthThrottle, clientIp, sendThrottled } from './auth-throttle';
+import { apiKeyIdentity, type AuthThrottle, clientIp, MANAGEMENT_IDENTITY, sendThrottled, type ThrottleVerdict } from './auth-throttle';
 
 /** The operators' browser session cookie (its value is a random session id, see AdminSessionService). */
 export const MGMT_COOKIE = 'engram_mgmt';
@@ -49,7 +49,7 @@ export function requireManagement(
     if (header) {
       // Checked first, throttled second, nothing awaited in between (see AuthThrottle.verdict).
       const valid = safeEqual(header, token);
-      const verdict = opts.throttle ? await opts.throttle.verdict(clientIp(req), header, valid) : { blocked: false as const };
+      const verdict = opts.throttle ? await opts.throttle.verdict(clientIp(req), valid ? MANAGEMENT_IDENTITY : null) : { blocked: false as const };
       if (verdict.blocked) return sendThrottled(res, verdict);
       if (!valid) return sendError(res, 403, 'forbidden', 'Invalid management token');
     } else {
@@ -76,19 +76,29 @@ export function requireManagement(
   };
 }
 
+const NOT_THROTTLED: ThrottleVerdict = { blocked: false };
+
 /** Client API key auth for /v1: Bearer egk_… (or x-api-key); 401 without and for an unknown or revoked key, as OpenAI answers. */
 export function requireApiKey(keys: ApiKeyService, throttle?: AuthThrottle): RequestHandler {
-  return async (req, res, next) => {
-    const presented = bearer(req) ?? (typeof req.headers['x-api-key'] === 'string' ? req.headers['x-api-key'] : null);
-    if (!presented) return sendError(res, 401, 'unauthorized', "You didn't provide an API key (Authorization: Bearer <key>)");
-    // Checked first, throttled second, nothing awaited in between (see AuthThrottle.verdict).
-    const rec = keys.verify(presented);
-    const verdict = throttle ? await throttle.verdict(clientIp(req), presented, rec !== null) : { blocked: false as const };
+  const admit = (res: Response, next: NextFunction, rec: ApiKeyRecord | null, verdict: ThrottleVerdict): void => {
     if (verdict.blocked) return sendThrottled(res, verdict);
     // Never echo what was presented.
     if (!rec) return sendError(res, 401, 'unauthorized', 'Incorrect or revoked API key provided');
     res.locals.auth = { kind: 'apiKey', key: rec };
     next();
+  };
+  // Not async: a working client's key is admitted in the same turn (the throttle answers a remembered pair at once).
+  return (req, res, next) => {
+    const presented = bearer(req) ?? (typeof req.headers['x-api-key'] === 'string' ? req.headers['x-api-key'] : null);
+    if (!presented) return sendError(res, 401, 'unauthorized', "You didn't provide an API key (Authorization: Bearer <key>)");
+    // Checked first, throttled second, nothing awaited in between (see AuthThrottle.verdict).
+    const rec = keys.verify(presented);
+    const verdict = throttle ? throttle.verdict(clientIp(req), rec ? apiKeyIdentity(rec.id) : null) : NOT_THROTTLED;
+    if (verdict instanceof Promise) {
+      verdict.then((v) => admit(res, next, rec, v), next);
+      return;
+    }
+    admit(res, next, rec, verdict);
   };
 }
 

@@ -9,7 +9,7 @@ import { safeEqual } from '../../auth/management-token';
 import type { AdminSessionService } from '../../auth/admin-sessions.service';
 import { MGMT_COOKIE, MGMT_COOKIE_PATH, clearSessionCookie, requireManagement } from '../auth';
 import { closeIfBodyUnread, sendError } from '../error-handler';
-import { clientIp, sendThrottled } from '../auth-throttle';
+import { clientIp, MANAGEMENT_IDENTITY, sendThrottled } from '../auth-throttle';
 import { documented, type RouteDoc } from '../route-doc';
 import { refuseOversizedBody } from '../validate';
 
@@ -85,7 +85,7 @@ export function adminRoutes(ctx: ApiContext, sessions: AdminSessionService): Rou
     };
     // Checked first, throttled second, nothing awaited in between (see AuthThrottle.verdict); an empty token is no guess.
     const valid = token !== '' && safeEqual(token, ctx.managementToken);
-    const verdict = token ? await ctx.authThrottle.verdict(ip, token, valid) : { blocked: false as const };
+    const verdict = token ? await ctx.authThrottle.verdict(ip, valid ? MANAGEMENT_IDENTITY : null) : { blocked: false as const };
     if (verdict.blocked) return throttled(verdict);
     if (!valid) {
       if (wantsJson(req)) return sendError(res, 403, 'forbidden', 'That token is not valid');

@@ -4,7 +4,7 @@ import { safeEqual } from '../../auth/management-token';
 import { createMcpServer, type McpPrincipal } from '../../mcp/server';
 import type { ApiContext } from '../api-context';
 import { bearer } from '../auth';
-import { clientIp, sendThrottled } from '../auth-throttle';
+import { apiKeyIdentity, clientIp, MANAGEMENT_IDENTITY, sendThrottled } from '../auth-throttle';
 import { sendError } from '../error-handler';
 import { jsonBody } from '../validate';
 import { documented, type RouteDoc } from '../route-doc';
@@ -27,7 +27,8 @@ export function requireMcpAuth(ctx: Pick<ApiContext, 'managementToken' | 'apiKey
       const rec = ctx.apiKeys.verify(token);
       if (rec) principal = { kind: 'apiKey', apiKeyId: rec.id };
     }
-    const verdict = await ctx.authThrottle.verdict(clientIp(req), token, principal !== null);
+    const identity = principal === null ? null : principal.kind === 'management' ? MANAGEMENT_IDENTITY : apiKeyIdentity(principal.apiKeyId);
+    const verdict = await ctx.authThrottle.verdict(clientIp(req), identity);
     if (verdict.blocked) return sendThrottled(res, verdict);
     if (!principal) return sendError(res, 401, 'unauthorized', 'Incorrect or revoked API key or management token');
     res.removeHeader('www-authenticate');
