@@ -78,12 +78,105 @@ export function jsonDepthExceeds(buf: Buffer, max: number): boolean {
 /**
  * express.json with a nesting limit checked on the raw bytes before JSON.parse: a 10,000-deep
  * body is a 400 (`json_too_deep`) instead of a stack overflow later (JSON.stringify, zod, the upstream call).
+ * The common body (a Content-Length, no Content-Encoding, `application/json` with no charset or UTF-8) is read by
+ * readPlainJson, everything else by body-parser: the same outcome either way (see readPlainJson).
  */
 export function jsonBody(opts: { limit: number; maxDepth: number; keepRaw?: boolean }): RequestHandler {
   const bounded = refuseOversizedBody(opts.limit, ['application/json']);
   const parse = jsonParser(opts);
-  return (req, res, next) => bounded(req, res, (err?: unknown) => (err ? next(err) : res.headersSent ? undefined : parse(req, res, next)));
+  const plain = readPlainJson(opts);
+  return (req, res, next) =>
+    bounded(req, res, (err?: unknown) => (err ? next(err) : res.headersSent ? undefined : plain(req, res, next) ? undefined : parse(req, res, next)));
 }
+
+/** `application/json`, alone or with a UTF-8 charset, as clients send it; any other spelling goes to body-parser. */
+const PLAIN_JSON_TYPE = /^application\/json(?:;[ \t]*charset=(?:utf-8|"utf-8"))?$/i;
+const DECIMAL = /^[0-9]{1,15}$/;
+
+/** An error as body-parser (http-errors) makes it: the error handler answers by its `type`. */
+function bodyError(status: number, type: string, message: string): Error {
+  return Object.assign(new Error(message), { status, statusCode: status, expose: true, type });
+}
+
+/**
+ * The JSON body of a request, read without body-parser when it has the shape nearly every client sends: a
+ * Content-Length (already checked against the limit by refuseOversizedBody), no Content-Encoding, and a type of
+ * `application/json` with no charset or UTF-8. Returns false, reading nothing, for any other request: body-parser
+ * reads it (chunked, compressed, other charsets, an empty body). What body-parser does for these bodies, done
+ * directly: the bytes are collected (node's parser stops at Content-Length), checked as its `verify` checks them
+ * (depth, the raw bytes kept), decoded as UTF-8 with a leading BOM dropped, refused unless the first non-blank
+ * character opens an object or an array (its strict mode), and parsed; the errors carry body-parser's `type`
+ * (`entity.too.deep`, `entity.parse.failed`, `request.aborted`), so the error handler answers them alike. body-parser
+ * costs a content-type parse, a charset lookup, raw-body's stream bookkeeping and an iconv decoder per request: about
+ * a fifth of a proxied chat's time in the api before the upstream is called (bench/README.md, "Eighth pass").
+ */
+function readPlainJson(opts: { maxDepth: number; keepRaw?: boolean }): (req: Request, res: Response, next: NextFunction) => boolean {
+  return (req, _res, next) => {
+    const h = req.headers;
+    const type = h['content-type'];
+    const declared = h['content-length'];
+    if (h['content-encoding'] !== undefined || type === undefined || declared === undefined || !PLAIN_JSON_TYPE.test(type) || !DECIMAL.test(declared)) return false;
+    const length = Number(declared);
+    // Empty, or already being read by someone: body-parser's rules.
+    if (length === 0 || req.readableFlowing !== null || req.readableEnded) return false;
+    const chunks: Buffer[] = [];
+    let received = 0;
+    let settled = false;
+    const settle = (err?: unknown): void => {
+      if (settled) return;
+      settled = true;
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+      req.off('close', onClose);
+      next(err);
+    };
+    const onData = (chunk: Buffer): void => {
+      received += chunk.length;
+      chunks.push(chunk);
+    };
+    const onError = (err: Error): void => settle(bodyError(400, 'request.aborted', err.message || 'request aborted'));
+    // Closed before its end: the client went away mid-body (express would answer no one either).
+    const onClose = (): void => settle(bodyError(400, 'request.aborted', 'request aborted'));
+    const onEnd = (): void => {
+      if (received !== length) return settle(bodyError(400, 'request.size.invalid', 'request size did not match content length'));
+      const buf = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received);
+      try {
+        req.body = parseJsonBytes(req, buf, opts);
+      } catch (err) {
+        return settle(err);
+      }
+      settle();
+    };
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onError);
+    req.on('close', onClose);
+    return true;
+  };
+}
+
+const SYNTAX_ERROR = (message: string): Error => bodyError(400, 'entity.parse.failed', message);
+
+/** A UTF-8 JSON body's value, as jsonParser (body-parser with its verify) makes it from the same bytes; throws its errors. */
+function parseJsonBytes(req: Request, utf8: Buffer, opts: { maxDepth: number; keepRaw?: boolean }): unknown {
+  if (jsonDepthExceeds(utf8, opts.maxDepth)) throw bodyError(400, 'entity.too.deep', `JSON nested deeper than ${opts.maxDepth} levels`);
+  const bom = utf8.length >= 3 && utf8[0] === 0xef && utf8[1] === 0xbb && utf8[2] === 0xbf;
+  if (opts.keepRaw && !bom && isUtf8Text(utf8)) (req as RawBodyCarrier)[RAW_BODY] = utf8;
+  // iconv-lite's UTF-8 decoder (body-parser's) drops a BOM; malformed bytes read as U+FFFD either way.
+  const text = bom ? utf8.toString('utf8', 3) : utf8.toString('utf8');
+  // body-parser's strict mode: an empty text is {}, anything but an object or array is a syntax error.
+  if (text.length === 0) return {};
+  const first = FIRST_NON_BLANK.exec(text)?.[1] || undefined;
+  if (first !== '{' && first !== '[') throw SYNTAX_ERROR(first === undefined ? 'Unexpected end of JSON input' : `Unexpected token '${first}', JSON must be an object or an array`);
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (err) {
+    throw SYNTAX_ERROR((err as Error).message);
+  }
+}
+
+const FIRST_NON_BLANK = /^[\x20\x09\x0a\x0d]*([^\x20\x09\x0a\x0d]|$)/;
 
 function tooLarge(res: Response): void {
   // The rest of the body is never read: the connection goes once this answer is written.
