@@ -95,7 +95,7 @@ export function requireApiKey(keys: ApiKeyService, throttle?: AuthThrottle): Req
     const rec = keys.verify(presented);
     const verdict = throttle ? throttle.verdict(clientIp(req), rec ? apiKeyIdentity(rec.id) : null) : NOT_THROTTLED;
     if (verdict instanceof Promise) {
-      verdict.then((v) => admit(res, next, rec, v), next);
+      verdict.then((v) => admit(res, next, rec, v)).catch(next);
       return;
     }
     admit(res, next, rec, verdict);

@@ -117,8 +117,9 @@ function readPlainJson(opts: { maxDepth: number; keepRaw?: boolean }): (req: Req
     const declared = h['content-length'];
     if (h['content-encoding'] !== undefined || type === undefined || declared === undefined || !PLAIN_JSON_TYPE.test(type) || !DECIMAL.test(declared)) return false;
     const length = Number(declared);
-    // Empty, or already being read by someone: body-parser's rules.
-    if (length === 0 || req.readableFlowing !== null || req.readableEnded) return false;
+    // Empty, already being read by someone, or a request node already destroyed (the client left while something was
+    // awaited before this parser; body-parser then calls next() without a body): body-parser's rules.
+    if (length === 0 || req.readableFlowing !== null || req.readableEnded || req.destroyed) return false;
     const chunks: Buffer[] = [];
     let received = 0;
     let settled = false;
