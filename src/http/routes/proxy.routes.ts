@@ -9,6 +9,7 @@ import type { ChatRequest } from '../../memory/injection';
 import { applyMemory, enqueueExtraction, extractionPayload, memoryPlan, setMemoryHeaders } from '../../proxy/memory-phase';
 import { chatCompletionBody, modelParams, observeBody } from './proxy.schema';
 import { ClientGone } from '../../proxy/client-gone';
+import { spliceInjectedMessage } from '../../proxy/raw-splice';
 import { IGNORE_SSE, relayBody, relaySse, SseDeltaCollector } from '../../proxy/stream-tee';
 import { isEventStream, passThroughHeaders, upstreamErrorCode, upstreamFailure, UpstreamClient, type UpstreamResponse } from '../../proxy/upstream';
 
@@ -82,8 +83,10 @@ export function proxyRoutes(ctx: ApiContext): Router {
       setMemoryHeaders(res, outcome);
       if (gone.aborted) return;
 
-      // Unchanged (memory off, opted out, nothing to inject, degraded): the client's own bytes go upstream, not a re-serialisation.
-      const raw = body === original ? rawJsonBody(req) : null;
+      // Unchanged (memory off, opted out, nothing to inject, degraded): the client's own bytes go upstream, not a
+      // re-serialisation; with one message injected, the client's bytes with that message spliced in (raw-splice.ts).
+      const clientBytes = rawJsonBody(req);
+      const raw = !clientBytes ? null : body === original ? clientBytes : spliceInjectedMessage(clientBytes, original, body);
       const up = await callUpstream(ctx, res, gone, () => upstream.chatCompletions(raw ?? body, { signal: gone, stream: original.stream === true }));
       if (!up) return;
       const ok = up.status >= 200 && up.status < 300;
