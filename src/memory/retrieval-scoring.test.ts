@@ -5,6 +5,7 @@ import {
   withoutCommonTerms,
   buildFtsQuery,
   convexFuse,
+  convexFuseRanking,
   fts5Idf,
   ftsQueryTerms,
   minMaxNormalise,
@@ -344,6 +345,49 @@ describe('fused order (tie-break keys computed once per hit)', () => {
       const cv = convexFuse(lists.map((l) => l.map((h) => ({ id: h.id, score: h.score }))), weights);
       expect(cv.map((h) => h.id)).toEqual(referenceSort(cv, (li) => weights[li]! > 0).map((h) => h.id));
       expect(cv.every((h) => h.ranks.some((x, li) => x !== null && weights[li]! > 0))).toBe(true);
+    }
+  });
+});
+
+describe('convexFuseRanking (convexFuse without its per-hit objects)', () => {
+  it('gives convexFuse\'s ids and scores, in its order, for any lists and weights', () => {
+    const r = prng(33);
+    const weight = () => [0, 0, 0.2, 1, 2.5, -1, NaN, Infinity, undefined][Math.floor(r() * 9)];
+    // Coarse scores, few ids and ranks: ties on score, presence and best rank; duplicates inside a list;
+    // scores out of [0, 1] and non-finite; holes; numeric ids sorting as strings (10 before 9).
+    const score = () => [0, 0.25, 0.5, 1, 1.5, -0.5, -0, NaN, Infinity, 0.1 + 0.2, 1 / 3][Math.floor(r() * 11)]!;
+    for (let n = 0; n < 3000; n++) {
+      const numeric = r() < 0.2;
+      const list = () =>
+        Array.from({ length: Math.floor(r() * 25) }, () => (r() < 0.03 ? null : { id: numeric ? Math.floor(r() * 12) : `m${Math.floor(r() * 30)}`, score: score() }));
+      const lists = Array.from({ length: 1 + Math.floor(r() * 3) }, list) as { id: string | number; score: number }[][];
+      const weights = lists.map(weight).slice(0, Math.floor(r() * 4)) as number[];
+      const reference = convexFuse(lists, weights);
+      const lean = convexFuseRanking(lists, weights);
+      expect(lean.ids).toEqual(reference.map((h) => h.id));
+      // Object.is per score: the same arithmetic in the same order, not merely close.
+      expect(lean.scores.length).toBe(reference.length);
+      lean.scores.forEach((x, i) => expect(Object.is(x, reference[i]!.score)).toBe(true));
+    }
+  });
+});
+
+describe('minMaxNormalise', () => {
+  it('is the spread form it replaced, -0, non-finite and empty lists included', () => {
+    const reference = (hits: { id: string; score: number }[]) => {
+      const scores = hits.map((h) => h.score).filter(Number.isFinite);
+      const hi = Math.max(...scores);
+      const lo = Math.min(...scores);
+      return hits.map((h) => ({ id: h.id, score: !Number.isFinite(h.score) ? 0 : hi > lo ? (h.score - lo) / (hi - lo) : 1 }));
+    };
+    const r = prng(34);
+    const score = () => [0, -0, 0.3, 0.7, 1, -2, NaN, Infinity, -Infinity, r()][Math.floor(r() * 10)]!;
+    for (let n = 0; n < 2000; n++) {
+      const hits = Array.from({ length: Math.floor(r() * 8) }, (_, i) => ({ id: `h${i}`, score: score() }));
+      const got = minMaxNormalise(hits);
+      const want = reference(hits);
+      expect(got.map((h) => h.id)).toEqual(want.map((h) => h.id));
+      got.forEach((h, i) => expect(Object.is(h.score, want[i]!.score)).toBe(true));
     }
   });
 });

@@ -247,9 +247,16 @@ export interface NormalisedHit<Id extends string | number = string | number> {
  * scores lower still, and counts 0 in the fusion.
  */
 export function minMaxNormalise<Id extends string | number>(hits: readonly { id: Id; score: number }[]): NormalisedHit<Id>[] {
-  const scores = hits.map((h) => h.score).filter(Number.isFinite);
-  const hi = Math.max(...scores);
-  const lo = Math.min(...scores);
+  // Math.max/min folded over the finite scores: what Math.max(...finite) returns (-0 below +0, ±Infinity when
+  // none), without the two arrays of scores and the spread per chat.
+  let hi = -Infinity;
+  let lo = Infinity;
+  for (let i = 0; i < hits.length; i++) {
+    const x = hits[i]!.score;
+    if (!Number.isFinite(x)) continue;
+    hi = Math.max(hi, x);
+    lo = Math.min(lo, x);
+  }
   return hits.map((h) => ({ id: h.id, score: !Number.isFinite(h.score) ? 0 : hi > lo ? (h.score - lo) / (hi - lo) : 1 }));
 }
 
@@ -286,6 +293,88 @@ export function convexFuse<Id extends string | number>(lists: NormalisedHit<Id>[
   }
   const votes = (li: number) => w[li] > 0;
   return sortFused([...byId.values()].filter((h) => h.ranks.some((r, li) => r !== null && votes(li))), votes);
+}
+
+/**
+ * convexFuse's order and scores, without its per-hit objects: what hybrid retrieval reads of the
+ * fusion (issue #14: convexFuse's Map of hit objects, a `ranks` array per hit and the sort's keyed
+ * copies were the largest allocation of a memory-on chat, ~45 KB of ~200 hits). The same arithmetic
+ * in the same order (each score summed list by list from 0), the same filter (an id some voting list
+ * holds) and the same tie-breaks in a stable sort of the same insertion order, so `ids[i]` and
+ * `scores[i]` are convexFuse's `[i].id` and `[i].score` for every input (retrieval-scoring.test.ts).
+ */
+export function convexFuseRanking<Id extends string | number>(
+  lists: readonly (readonly NormalisedHit<Id>[])[],
+  weights: readonly number[],
+): { ids: Id[]; scores: number[] } {
+  const n = lists.length;
+  const w: number[] = new Array(n);
+  let total = 0;
+  for (let li = 0; li < n; li++) {
+    const x = weights[li];
+    w[li] = typeof x === 'number' && Number.isFinite(x) && x > 0 ? x : 0;
+  }
+  for (let li = 0; li < n; li++) total += w[li]!;
+  if (total === 0) return { ids: [], scores: [] };
+  // Per fused id, by slot (first-seen order, as convexFuse's Map): the id, its score, the last list
+  // that counted it (a duplicate inside one list counts once, at its first position), how many voting
+  // lists hold it and its best rank in them. Sized once for every hit the lists hold (no growth).
+  let capacity = 0;
+  for (let li = 0; li < n; li++) capacity += lists[li]!.length;
+  const slotOf = new Map<Id, number>();
+  const ids: Id[] = new Array(capacity);
+  const scores = new Float64Array(capacity);
+  const best = new Float64Array(capacity);
+  const lastList = new Int32Array(capacity);
+  const present = new Int32Array(capacity);
+  let slots = 0;
+  for (let li = 0; li < n; li++) {
+    const list = lists[li]!;
+    const votes = w[li]! > 0;
+    for (let i = 0; i < list.length; i++) {
+      const hit = list[i];
+      if (!hit || !Number.isFinite(hit.score)) continue;
+      let s = slotOf.get(hit.id);
+      if (s === undefined) {
+        s = slots++;
+        slotOf.set(hit.id, s);
+        ids[s] = hit.id;
+        lastList[s] = -1;
+        best[s] = Infinity;
+      } else if (lastList[s] === li) continue;
+      lastList[s] = li;
+      if (votes) {
+        present[s]++;
+        if (i + 1 < best[s]!) best[s] = i + 1;
+      }
+      scores[s] += (w[li]! * Math.min(1, Math.max(0, hit.score))) / total;
+    }
+  }
+  let kept = 0;
+  for (let s = 0; s < slots; s++) if (present[s]! > 0) kept++;
+  const order: number[] = new Array(kept);
+  for (let s = 0, k = 0; s < slots; s++) if (present[s]! > 0) order[k++] = s;
+  // sortFused's comparator on the slots (signs, not differences: no heap number per comparison).
+  order.sort((a, b) => {
+    const score = scores[b]! - scores[a]!;
+    if (score > 0) return 1;
+    if (score < 0) return -1;
+    const p = present[b]! - present[a]!;
+    if (p !== 0) return p;
+    const r = best[a]! - best[b]!;
+    if (r > 0) return 1;
+    if (r < 0) return -1;
+    const x = String(ids[a]);
+    const y = String(ids[b]);
+    return x < y ? -1 : x > y ? 1 : 0;
+  });
+  const outIds: Id[] = new Array(order.length);
+  const outScores: number[] = new Array(order.length);
+  for (let i = 0; i < order.length; i++) {
+    outIds[i] = ids[order[i]!]!;
+    outScores[i] = scores[order[i]!]!;
+  }
+  return { ids: outIds, scores: outScores };
 }
 
 /** Marker appended to content cut to fit the budget. */

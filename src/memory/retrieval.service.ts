@@ -13,7 +13,7 @@ import { QDRANT_INDEX_PENDING } from '../vector/qdrant.store';
 import type { KnownLiveness, VectorStore } from '../vector/types';
 import type { Reranker } from './rerank';
 import type { FusionChoice, RetrievalResolution, RetrievalResult, RetrievalStrategy, RetrievedItem, RetrieveMode, RetrieveOptions, Retriever } from './retrieval.types';
-import { bm25QueryScale, convexFuse, withoutCommonTerms, fts5Idf, ftsMatchOf, minMaxNormalise, ftsQueryTerms, getRelevanceScore, rrfFuse, selectWithinBudget, truncateToTokens, type FusedHit } from './retrieval-scoring';
+import { bm25QueryScale, convexFuseRanking, withoutCommonTerms, fts5Idf, ftsMatchOf, minMaxNormalise, ftsQueryTerms, getRelevanceScore, rrfFuse, selectWithinBudget, truncateToTokens } from './retrieval-scoring';
 import type { QdrantSettingsService } from './qdrant-settings';
 import { applyScoreFloor, boostInWindow, dateWindowOf, expansionTerms, extrasFor, inWindow, memoryDay, mergeById, relevanceModel, PRF_FEEDBACK_DOCS, type DateWindow, type RetrievalExtras } from './retrieval-extras';
 import { RetrievalExtrasRepository } from './retrieval-extras.repository';
@@ -54,7 +54,22 @@ interface KeywordCandidate extends Candidate {
   bm25: number;
 }
 
-/** A ranked row with its memory as read; the public item is built only for the rows selected. */
+/** A keyword candidate of a row at `bm25`: ftsScore as the API reports it. */
+function keywordCandidate(record: CachedRecord, bm25: number): KeywordCandidate {
+  return { record, vecScore: null, ftsScore: Math.round(-bm25 * 1e4) / 1e4, bm25 };
+}
+
+/** Rows read from FTS5 (or SQLite) as keyword candidates. */
+function candidatesOf(rows: readonly { record: CachedRecord; bm25: number }[]): KeywordCandidate[] {
+  return rows.map(({ record, bm25 }) => keywordCandidate(record, bm25));
+}
+
+/**
+ * A ranked row with its memory as read; the public item is built only for the rows selected. Each
+ * strategy builds these directly (one object per candidate, issue #14: a candidate, its ranked
+ * entry and its budget-walk row were three); `score` is the strategy's until distinctRows rounds it
+ * and `tokens` 0 until then.
+ */
 interface RankedRow {
   record: CachedRecord;
   /** The content as returned (cut to the budget when `truncated`). */
@@ -77,21 +92,31 @@ function relevanceOf(r: CachedRecord, query: string): number {
   return getRelevanceScore({ content: r.content, key: r.key, metadata: r.metadata }, query);
 }
 
+/** A strategy's ranked row (distinctRows rounds its score and counts its tokens). */
+function rankedRow(record: CachedRecord, vecScore: number | null, ftsScore: number | null, score: number, tier: RetrievedItem['tier']): RankedRow {
+  return { record, content: record.content, score, tokens: 0, tier, vecScore, ftsScore, truncated: false };
+}
+
 /**
  * The ranked rows as budget-walk rows, keeping the first (best-ranked) of rows whose normalised
  * content is the same; the duplicate check's folded content is kept on the row (rowDuplicateKey).
+ * The rows are this retrieval's own (each strategy builds them): kept ones are finished in place
+ * (score rounded, tokens counted) and the array compacted, instead of a copy of each.
  */
-function distinctRows(ranked: readonly { c: Candidate; score: number; tier: RetrievedItem['tier'] }[]): RankedRow[] {
+function distinctRows(ranked: RankedRow[]): RankedRow[] {
   const seen = new Set<string>();
-  const out: RankedRow[] = [];
-  for (const { c, score, tier } of ranked) {
-    const k = rowDuplicateKey(c.record);
+  let n = 0;
+  for (let i = 0; i < ranked.length; i++) {
+    const row = ranked[i]!;
+    const k = rowDuplicateKey(row.record);
     if (seen.has(k)) continue;
     seen.add(k);
-    const content = c.record.content;
-    out.push({ record: c.record, content, score: Math.round(score * 1e6) / 1e6, tokens: estimateTokens(content), tier, vecScore: c.vecScore, ftsScore: c.ftsScore, truncated: false });
+    row.score = Math.round(row.score * 1e6) / 1e6;
+    row.tokens = estimateTokens(row.content);
+    ranked[n++] = row;
   }
-  return out;
+  ranked.length = n;
+  return ranked;
 }
 
 export interface RetrievalDeps {
@@ -183,7 +208,7 @@ export class RetrievalService implements Retriever {
       fusion: null,
     };
 
-    let ranked: { c: Candidate; score: number; tier: RetrievedItem['tier'] }[];
+    let ranked: RankedRow[];
     if (opts.strategy === 'exact' || !query) {
       ranked = this.exact(filter, query);
       resolution.strategyUsed = 'exact';
@@ -231,7 +256,7 @@ export class RetrievalService implements Retriever {
       if (vec.hits !== null && vec.note) resolution.fallbackReason = vec.note;
       if (vec.hits === null) {
         resolution.fallbackReason = vec.reason;
-        ranked = this.keyword(filter, query).map((c) => ({ c, score: relevanceOf(c.record, query), tier: 'fts5' as const }));
+        ranked = this.keyword(filter, query).map((c) => rankedRow(c.record, c.vecScore, c.ftsScore, relevanceOf(c.record, query), 'fts5'));
       } else if (opts.strategy === 'semantic') {
         // Vector hits exist only for a key (the all-keys preview has none).
         ranked = this.semantic(vec.hits, filter as Scope & { apiKeyId: string }, query);
@@ -295,16 +320,14 @@ export class RetrievalService implements Retriever {
   /** Newest first; with a query, only rows relevant to it (keyword candidates over all rows, not the newest 100). */
   private exact(filter: Scope, query: string) {
     if (!query) {
-      return this.repo.recent(filter, RECENT_LIMIT).map((r) => ({ c: { record: r, vecScore: null, ftsScore: null }, score: 0, tier: 'recent' as const }));
+      return this.repo.recent(filter, RECENT_LIMIT).map((r) => rankedRow(r, null, null, 0, 'recent'));
     }
     // The original's meaning: only rows holding a query word by its own reckoning.
     // Candidates are the newest matching rows (not the bm25 top-N: a weak but newest match must not be cut).
     return this.keyword(filter, query, false, 'newest')
-      .map((c) => ({ c, score: relevanceOf(c.record, query), tier: 'fts5' as const }))
+      .map((c) => rankedRow(c.record, c.vecScore, c.ftsScore, relevanceOf(c.record, query), 'fts5'))
       .filter((x) => x.score > 0)
-      .sort((a, b) =>
-        a.c.record.createdAt < b.c.record.createdAt ? 1 : a.c.record.createdAt > b.c.record.createdAt ? -1 : b.c.record.rowId - a.c.record.rowId,
-      );
+      .sort((a, b) => (a.record.createdAt < b.record.createdAt ? 1 : a.record.createdAt > b.record.createdAt ? -1 : b.record.rowId - a.record.rowId));
   }
 
   /**
@@ -317,16 +340,18 @@ export class RetrievalService implements Retriever {
    * repeats, so long chatty rows beat short exact ones.
    */
   private keyword(filter: Scope, query: string, onlyUnembedded = false, order: 'bm25' | 'newest' = 'bm25'): KeywordCandidate[] {
-    let rows: { record: CachedRecord; bm25: number }[];
+    // Candidates built where the rows are read (ranked(), rowsOf), not copied here (issue #14).
+    let rows: KeywordCandidate[];
     const terms = ftsQueryTerms(query);
     if (terms.length === 0) return [];
     if (order === 'newest') {
-      rows = this.repo.fts(ftsMatchOf(terms), filter, FTS_LIMIT, onlyUnembedded, order);
+      rows = candidatesOf(this.repo.fts(ftsMatchOf(terms), filter, FTS_LIMIT, onlyUnembedded, order));
     } else if (filter.apiKeyId === null) {
       // The all-keys preview: the collection is every key's rows, so FTS5's own statistics are the right ones.
       const used = this.discriminatingTerms(filter, terms);
-      rows = this.repo.fts(ftsMatchOf(used), filter, FTS_LIMIT, onlyUnembedded);
-      if (rows.length === 0 && used.length < terms.length) rows = this.repo.fts(ftsMatchOf(terms), filter, FTS_LIMIT, onlyUnembedded);
+      let found = this.repo.fts(ftsMatchOf(used), filter, FTS_LIMIT, onlyUnembedded);
+      if (found.length === 0 && used.length < terms.length) found = this.repo.fts(ftsMatchOf(terms), filter, FTS_LIMIT, onlyUnembedded);
+      rows = candidatesOf(found);
     } else {
       const used = this.discriminatingTerms(filter, terms);
       rows = this.ranked(filter, used, FTS_LIMIT, undefined, onlyUnembedded);
@@ -334,7 +359,7 @@ export class RetrievalService implements Retriever {
       // filters (session, expiry, retention) leave none of its rows: then the query's own words decide.
       if (rows.length === 0 && used.length < terms.length) rows = this.ranked(filter, terms, FTS_LIMIT, undefined, onlyUnembedded);
     }
-    return rows.map(({ record, bm25 }) => ({ record, vecScore: null, ftsScore: Math.round(-bm25 * 1e4) / 1e4, bm25 }));
+    return rows;
   }
 
   /**
@@ -348,15 +373,15 @@ export class RetrievalService implements Retriever {
     limit: number,
     keep?: (r: CachedRecord) => boolean,
     onlyUnembedded = false,
-  ): { record: CachedRecord; bm25: number }[] {
+  ): KeywordCandidate[] {
     if (terms.length === 0) return [];
-    if (filter.apiKeyId === null) return this.repo.fts(ftsMatchOf(terms), filter, limit, onlyUnembedded);
+    if (filter.apiKeyId === null) return candidatesOf(this.repo.fts(ftsMatchOf(terms), filter, limit, onlyUnembedded));
     let hits = this.indexOf(filter, filter.apiKeyId).search(terms, filter, keep || onlyUnembedded ? Infinity : limit);
     // Rows still waiting for their vector are usually a handful among thousands of matches: one
     // statement picks them by the narrow column instead of reading every match whole.
     if (onlyUnembedded) hits = this.repo.unembeddedAmong(hits, limit);
     if (!keep) return this.rowsOf(filter.apiKeyId, hits);
-    const out: { record: CachedRecord; bm25: number }[] = [];
+    const out: KeywordCandidate[] = [];
     // Read in pages: most rows pass, so the first page usually fills the list.
     for (let at = 0; at < hits.length && out.length < limit; at += limit * 2) {
       for (const c of this.rowsOf(filter.apiKeyId, hits.slice(at, at + limit * 2))) {
@@ -376,17 +401,17 @@ export class RetrievalService implements Retriever {
    * The key's ranked rows, whole, in rank order (gone ones dropped), through the record cache. Every
    * caller caught the key's index (which invalidates the cache) up before, so a row held is as current as the index.
    */
-  private rowsOf(apiKeyId: string, hits: readonly { rowId: number; bm25: number }[]): { record: CachedRecord; bm25: number }[] {
-    if (!this.records.enabled) return this.repo.byRowIds(hits);
+  private rowsOf(apiKeyId: string, hits: readonly { rowId: number; bm25: number }[]): KeywordCandidate[] {
+    if (!this.records.enabled) return candidatesOf(this.repo.byRowIds(hits));
     // The usual case once a key is warm: every row held, read through one view of the key's rows.
     const view = this.records.view(apiKeyId);
     if (view) {
-      const out: { record: CachedRecord; bm25: number }[] = new Array(hits.length);
+      const out: KeywordCandidate[] = new Array(hits.length);
       let i = 0;
       for (; i < hits.length; i++) {
         const record = view.byRowId(hits[i].rowId);
         if (!record) break;
-        out[i] = { record, bm25: hits[i].bm25 };
+        out[i] = keywordCandidate(record, hits[i].bm25);
       }
       if (i === hits.length) return out;
     }
@@ -397,10 +422,10 @@ export class RetrievalService implements Retriever {
       (missing) => this.repo.rowsByRowIds(missing),
       (r) => r.rowId,
     );
-    const out: { record: CachedRecord; bm25: number }[] = [];
+    const out: KeywordCandidate[] = [];
     for (let i = 0; i < hits.length; i++) {
       const record = rows[i];
-      if (record) out.push({ record, bm25: hits[i].bm25 });
+      if (record) out.push(keywordCandidate(record, hits[i].bm25));
     }
     return out;
   }
@@ -620,12 +645,14 @@ export class RetrievalService implements Retriever {
     const floor = all.length ? all[0].score * RELATIVE_VECTOR_FLOOR : 0;
     const hits = all.filter((h) => h.score >= floor);
     const records = new Map(this.recordsByIds(filter.apiKeyId, hits.map((h) => h.id)).map((r) => [r.id, r]));
-    const out: { c: Candidate; score: number; tier: RetrievedItem['tier'] }[] = hits
-      .filter((h) => records.has(h.id))
-      .map((h) => ({ c: { record: records.get(h.id)!, vecScore: h.score, ftsScore: null }, score: h.score, tier: 'vector' as const }));
+    const out: RankedRow[] = [];
+    for (const h of hits) {
+      const record = records.get(h.id);
+      if (record) out.push(rankedRow(record, h.score, null, h.score, 'vector'));
+    }
     if (this.repo.hasUnembedded(filter)) {
-      const seen = new Set(out.map((o) => o.c.record.id));
-      for (const c of this.keyword(filter, query, true)) if (!seen.has(c.record.id)) out.push({ c, score: 0, tier: 'fts5' as const });
+      const seen = new Set(out.map((o) => o.record.id));
+      for (const c of this.keyword(filter, query, true)) if (!seen.has(c.record.id)) out.push(rankedRow(c.record, c.vecScore, c.ftsScore, 0, 'fts5'));
     }
     return out;
   }
@@ -639,17 +666,19 @@ export class RetrievalService implements Retriever {
    * cosine would hand every vector hit a bonus a keyword-only candidate (its cosine unknown, below
    * the k-th hit) never gets.
    */
-  private hybrid(hits: { id: string; score: number }[], filter: Scope & { apiKeyId: string }, query: string, fusion: FusionChoice, extras: RetrievalExtras) {
+  private hybrid(hits: { id: string; score: number }[], filter: Scope & { apiKeyId: string }, query: string, fusion: FusionChoice, extras: RetrievalExtras): RankedRow[] {
     // Issue #10 item 4: a temporal question also draws the keyword matches dated in its window (setting hybridTemporalBoost).
     const window = extras.temporalBoost ? dateWindowOf(query, new Date(filter.nowIso)) : null;
     const kw = window ? mergeById(this.keyword(filter, query), this.keywordInWindow(filter, query, window), (c) => c.record.id) : this.keyword(filter, query);
-    let fused: FusedHit<string>[];
+    // The fused order: ids best first and their scores (convexFuseRanking: convexFuse's without its per-hit objects).
+    let ids: string[];
+    let scores: number[];
     if (fusion.method === 'convex') {
       const terms = ftsQueryTerms(query);
       const stats = kw.length ? this.termStats(filter, terms) : { rows: 0, docFreqs: [] };
       const scale = kw.length ? bm25QueryScale(stats.rows, stats.docFreqs) : 1;
       const kwList = kw.map((c) => ({ id: c.record.id, score: scale > 0 ? -c.bm25 / scale : 0 }));
-      fused = convexFuse<string>(
+      ({ ids, scores } = convexFuseRanking<string>(
         [
           // Issue #10 item 4: relevance floors and the RM3 expansion list, each a setting (retrieval-extras.ts).
           applyScoreFloor(minMaxNormalise(hits), extras.vectorFloor),
@@ -657,31 +686,38 @@ export class RetrievalService implements Retriever {
           extras.prfWeight ? this.expansionList(kw, kwList, terms, filter) : [],
         ],
         [fusion.vectorWeight, fusion.ftsWeight, fusion.ftsWeight * (extras.prfWeight ?? 0)],
-      );
+      ));
     } else {
-      fused = rrfFuse<string>(
+      const fused = rrfFuse<string>(
         [hits.map((h, i) => ({ id: h.id, rank: i + 1 })), kw.map((c, i) => ({ id: c.record.id, rank: i + 1 }))],
         { k: this.d.env.MEMORY_RRF_K, weights: [fusion.vectorWeight, fusion.ftsWeight] },
       );
+      ids = fused.map((f) => f.id);
+      scores = fused.map((f) => f.score);
     }
     const tier = fusion.method === 'convex' ? ('hybrid-convex' as const) : ('hybrid-rrf' as const);
-    const vecScore = new Map(hits.map((h) => [h.id, h.score]));
-    const kwById = new Map(kw.map((c) => [c.record.id, c]));
-    const missing = fused.filter((f) => !kwById.has(f.id)).map((f) => f.id);
-    const records = new Map(this.recordsByIds(filter.apiKeyId, missing).map((r) => [r.id, r]));
-    const out = fused
-      .map((f) => {
-        const record = kwById.get(f.id)?.record ?? records.get(f.id);
-        if (!record) return null;
-        return {
-          c: { record, vecScore: vecScore.get(f.id) ?? null, ftsScore: kwById.get(f.id)?.ftsScore ?? null },
-          score: f.score,
-          tier,
-        };
-      })
-      .filter((x): x is NonNullable<typeof x> => x !== null);
+    // Built by loops, as new Map(entries) builds them (a later duplicate id wins), without an entry array per hit.
+    const vecScore = new Map<string, number>();
+    for (let i = 0; i < hits.length; i++) vecScore.set(hits[i]!.id, hits[i]!.score);
+    const kwById = new Map<string, KeywordCandidate>();
+    for (let i = 0; i < kw.length; i++) kwById.set(kw[i]!.record.id, kw[i]!);
+    let missing: string[] | null = null;
+    for (let i = 0; i < ids.length; i++) if (!kwById.has(ids[i]!)) (missing ??= []).push(ids[i]!);
+    const records = new Map<string, CachedRecord>();
+    if (missing) for (const r of this.recordsByIds(filter.apiKeyId, missing)) records.set(r.id, r);
+    // Sized for every fused id (ids without a row, gone since, are left out at the end).
+    const out: RankedRow[] = new Array(ids.length);
+    let n = 0;
+    for (let i = 0; i < ids.length; i++) {
+      const id = ids[i]!;
+      const k = kwById.get(id);
+      const record = k?.record ?? records.get(id);
+      if (!record) continue;
+      out[n++] = rankedRow(record, vecScore.get(id) ?? null, k?.ftsScore ?? null, scores[i]!, tier);
+    }
+    out.length = n;
     // Issue #10 item 4: the window's memories move up by the boost (retrieval-extras.ts).
-    return boostInWindow(out, (x) => memoryDay(x.c.record.metadata, x.c.record.createdAt), window, extras.temporalBoost);
+    return boostInWindow(out, (x) => memoryDay(x.record.metadata, x.record.createdAt), window, extras.temporalBoost);
   }
 
   /** Issue #10 item 4: RM3 — the keyword matches of the top keyword hits' expansion terms, bm25 ÷ their own Σ idf. */
@@ -701,11 +737,9 @@ export class RetrievalService implements Retriever {
   private keywordInWindow(filter: Scope, query: string, window: DateWindow): KeywordCandidate[] {
     const terms = ftsQueryTerms(query);
     if (terms.length === 0) return [];
-    const rows =
-      filter.apiKeyId === null
-        ? this.extrasRepo.ftsInWindow(ftsMatchOf(terms), filter, window, FTS_LIMIT)
-        : this.ranked(filter, terms, FTS_LIMIT, (r) => inWindow(window, memoryDay(r.metadata, r.createdAt)));
-    return rows.map(({ record, bm25 }) => ({ record, vecScore: null, ftsScore: Math.round(-bm25 * 1e4) / 1e4, bm25 }));
+    return filter.apiKeyId === null
+      ? candidatesOf(this.extrasRepo.ftsInWindow(ftsMatchOf(terms), filter, window, FTS_LIMIT))
+      : this.ranked(filter, terms, FTS_LIMIT, (r) => inWindow(window, memoryDay(r.metadata, r.createdAt)));
   }
 }
 
