@@ -318,16 +318,13 @@ export function convexFuseRanking<Id extends string | number>(
   if (total === 0) return { ids: [], scores: [] };
   // Per fused id, by slot (first-seen order, as convexFuse's Map): the id, its score, the last list
   // that counted it (a duplicate inside one list counts once, at its first position), how many voting
-  // lists hold it and its best rank in them. Sized once for every hit the lists hold (no growth).
-  let capacity = 0;
-  for (let li = 0; li < n; li++) capacity += lists[li]!.length;
+  // lists hold it and its best rank in them.
   const slotOf = new Map<Id, number>();
-  const ids: Id[] = new Array(capacity);
-  const scores = new Float64Array(capacity);
-  const best = new Float64Array(capacity);
-  const lastList = new Int32Array(capacity);
-  const present = new Int32Array(capacity);
-  let slots = 0;
+  const ids: Id[] = [];
+  const scores: number[] = [];
+  const lastList: number[] = [];
+  const present: number[] = [];
+  const best: number[] = [];
   for (let li = 0; li < n; li++) {
     const list = lists[li]!;
     const votes = w[li]! > 0;
@@ -336,11 +333,13 @@ export function convexFuseRanking<Id extends string | number>(
       if (!hit || !Number.isFinite(hit.score)) continue;
       let s = slotOf.get(hit.id);
       if (s === undefined) {
-        s = slots++;
+        s = ids.length;
         slotOf.set(hit.id, s);
-        ids[s] = hit.id;
-        lastList[s] = -1;
-        best[s] = Infinity;
+        ids.push(hit.id);
+        scores.push(0);
+        lastList.push(-1);
+        present.push(0);
+        best.push(Infinity);
       } else if (lastList[s] === li) continue;
       lastList[s] = li;
       if (votes) {
@@ -350,10 +349,8 @@ export function convexFuseRanking<Id extends string | number>(
       scores[s] += (w[li]! * Math.min(1, Math.max(0, hit.score))) / total;
     }
   }
-  let kept = 0;
-  for (let s = 0; s < slots; s++) if (present[s]! > 0) kept++;
-  const order: number[] = new Array(kept);
-  for (let s = 0, k = 0; s < slots; s++) if (present[s]! > 0) order[k++] = s;
+  const order: number[] = [];
+  for (let s = 0; s < ids.length; s++) if (present[s]! > 0) order.push(s);
   // sortFused's comparator on the slots (signs, not differences: no heap number per comparison).
   order.sort((a, b) => {
     const score = scores[b]! - scores[a]!;

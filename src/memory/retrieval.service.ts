@@ -698,24 +698,21 @@ export class RetrievalService implements Retriever {
     const tier = fusion.method === 'convex' ? ('hybrid-convex' as const) : ('hybrid-rrf' as const);
     // Built by loops, as new Map(entries) builds them (a later duplicate id wins), without an entry array per hit.
     const vecScore = new Map<string, number>();
-    for (let i = 0; i < hits.length; i++) vecScore.set(hits[i]!.id, hits[i]!.score);
+    for (const h of hits) vecScore.set(h.id, h.score);
     const kwById = new Map<string, KeywordCandidate>();
-    for (let i = 0; i < kw.length; i++) kwById.set(kw[i]!.record.id, kw[i]!);
+    for (const c of kw) kwById.set(c.record.id, c);
     let missing: string[] | null = null;
-    for (let i = 0; i < ids.length; i++) if (!kwById.has(ids[i]!)) (missing ??= []).push(ids[i]!);
+    for (const id of ids) if (!kwById.has(id)) (missing ??= []).push(id);
     const records = new Map<string, CachedRecord>();
     if (missing) for (const r of this.recordsByIds(filter.apiKeyId, missing)) records.set(r.id, r);
-    // Sized for every fused id (ids without a row, gone since, are left out at the end).
-    const out: RankedRow[] = new Array(ids.length);
-    let n = 0;
+    const out: RankedRow[] = [];
     for (let i = 0; i < ids.length; i++) {
       const id = ids[i]!;
       const k = kwById.get(id);
       const record = k?.record ?? records.get(id);
       if (!record) continue;
-      out[n++] = rankedRow(record, vecScore.get(id) ?? null, k?.ftsScore ?? null, scores[i]!, tier);
+      out.push(rankedRow(record, vecScore.get(id) ?? null, k?.ftsScore ?? null, scores[i]!, tier));
     }
-    out.length = n;
     // Issue #10 item 4: the window's memories move up by the boost (retrieval-extras.ts).
     return boostInWindow(out, (x) => memoryDay(x.record.metadata, x.record.createdAt), window, extras.temporalBoost);
   }
