@@ -34,4 +34,21 @@ describe('loadEnv', () => {
   it('rejects a short MANAGEMENT_TOKEN', () => {
     expect(() => loadEnv({ MANAGEMENT_TOKEN: 'short' })).toThrow(/MANAGEMENT_TOKEN: must be at least 16/);
   });
+
+  it('reads TRUST_PROXY as express takes it, and refuses what proxy-addr would not', () => {
+    expect(loadEnv({}).TRUST_PROXY).toEqual(['loopback']);
+    expect(loadEnv({ TRUST_PROXY: 'false' }).TRUST_PROXY).toBe(false);
+    expect(loadEnv({ TRUST_PROXY: 'TRUE' }).TRUST_PROXY).toBe(true);
+    expect(loadEnv({ TRUST_PROXY: '2' }).TRUST_PROXY).toBe(2);
+    expect(loadEnv({ TRUST_PROXY: 'loopback, 10.0.0.0/8,192.168.1.0/255.255.255.0, fd00::/8, 2001:db8::1' }).TRUST_PROXY).toEqual([
+      'loopback',
+      '10.0.0.0/8',
+      '192.168.1.0/255.255.255.0',
+      'fd00::/8',
+      '2001:db8::1',
+    ]);
+    expect(() => loadEnv({ TRUST_PROXY: 'loopback,proxy.example.com' })).toThrow(/TRUST_PROXY: .*not one: proxy\.example\.com/);
+    expect(() => loadEnv({ TRUST_PROXY: '10.0.0.0/33' })).toThrow(/TRUST_PROXY/);
+    expect(() => loadEnv({ TRUST_PROXY: '10.0.0.0/255.0.255.0' })).toThrow(/TRUST_PROXY/);
+  });
 });

@@ -1,4 +1,5 @@
 import path from 'node:path';
+import ipaddr from 'ipaddr.js';
 import { z } from 'zod';
 import { QUEUE_NAMES, type QueueName } from './queue-names';
 
@@ -20,6 +21,37 @@ const envBool = (def: boolean) =>
       ctx.addIssue({ code: 'custom', message: 'expected one of true|false|1|0|yes|no|on|off' });
       return z.NEVER;
     });
+
+const TRUST_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+/** One entry of a TRUST_PROXY list, as express's proxy-addr takes it: a name, an address, address/prefix, IPv4 address/netmask. */
+const trustEntry = (e: string): boolean => {
+  if (TRUST_NAMES.has(e) || ipaddr.isValid(e) || ipaddr.isValidCIDR(e)) return true;
+  const [ip, mask, more] = e.split('/');
+  return more === undefined && mask !== undefined && ipaddr.IPv4.isValid(ip) && ipaddr.IPv4.isValid(mask) && ipaddr.IPv4.parse(mask).prefixLengthFromSubnetMask() !== null;
+};
+
+/**
+ * Express's `trust proxy`: whose X-Forwarded-For names the client (the auth brake counts that address). `false`: no
+ * one's, the peer address is the client; a number: that many hops from the peer; `true`: anyone's (only behind a proxy
+ * that overwrites the header); else a comma list of loopback|linklocal|uniquelocal, addresses and subnets.
+ */
+const trustProxy = z
+  .string()
+  .optional()
+  .transform((v, ctx): boolean | number | string[] => {
+    const s = (v ?? '').trim().toLowerCase();
+    if (s === '') return ['loopback'];
+    if (s === 'true') return true;
+    if (s === 'false') return false;
+    if (/^\d+$/.test(s)) return Number(s);
+    const entries = s.split(',').map((e) => e.trim()).filter((e) => e !== '');
+    const bad = entries.filter((e) => !trustEntry(e));
+    if (entries.length === 0 || bad.length > 0) {
+      ctx.addIssue({ code: 'custom', message: `expected true|false, a hop count, or a comma list of loopback|linklocal|uniquelocal, addresses and subnets${bad.length ? ` (not one: ${bad.join(', ')})` : ''}` });
+      return z.NEVER;
+    }
+    return entries;
+  });
 
 const int = (def: number, min: number, max: number) => z.coerce.number().int().min(min).max(max).default(def);
 const optionalString = z
@@ -49,6 +81,7 @@ export const envSchema = z.object({
   AUTH_FAILURE_LIMIT: int(20, 0, 1_000_000),
   AUTH_FAILURE_WINDOW_MS: int(600_000, 1000, 86_400_000),
   AUTH_BLOCK_MS: int(900_000, 1000, 86_400_000),
+  TRUST_PROXY: trustProxy,
   SQLITE_BUSY_TIMEOUT_MS: int(5000, 5000, 120_000),
   VECTOR_STORE_DISABLE_VEC: envBool(false),
   MEMORY_CACHE_MAX: int(500, 1, 1_000_000),

@@ -119,7 +119,7 @@ export function createApp(ctx: ApiContext, metrics: Metrics): Express {
   const app = express();
   const accessLog = accessLogger(ctx);
   app.disable('x-powered-by');
-  app.set('trust proxy', 'loopback');
+  app.set('trust proxy', ctx.env.TRUST_PROXY);
 
   // One hook per request for the latency metric and the access log line (pino-http built two child loggers
   // per request, serialising the request each time: 13% of the api's CPU on a proxied chat, bench/README.md).

@@ -1,4 +1,6 @@
+import net from 'node:net';
 import type { Request, Response } from 'express';
+import ipaddr from 'ipaddr.js';
 import { LRUCache } from 'lru-cache';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 import { sendError } from './error-handler';
@@ -26,8 +28,9 @@ export const apiKeyIdentity = (id: string): string => `key:${id}`;
 
 /**
  * Brute-force brake for every credential check (management token on /api and /mcp, client keys on
- * /v1 and /mcp, the /admin/login form), per client IP (`req.ip`: with `trust proxy` = loopback, the
- * X-Forwarded-For of a reverse proxy on this host, else the peer address). In-memory, per api process.
+ * /v1 and /mcp, the /admin/login form), per client address (`clientIp`: `req.ip` — the X-Forwarded-For client of a
+ * proxy TRUST_PROXY trusts, by default one on this host, else the peer address — an IPv6 one by its /64). In-memory,
+ * per api process.
  *
  * - Every wrong credential counts one failure for the IP; a missing one does not (it is no guess),
  *   nor does an expired session cookie (256 random bits: not guessable, and counting them would lock
@@ -107,11 +110,34 @@ export class AuthThrottle {
   }
 }
 
-/** The IP the throttle counts for a request (see AuthThrottle). */
+/**
+ * The address the throttle counts for a request (see AuthThrottle): the client IP (`req.ip`; with `trust proxy`, see
+ * TRUST_PROXY, the X-Forwarded-For client a trusted proxy names, else the peer address) as `throttleAddress` groups it.
+ */
 export const clientIp = (req: Request): string =>
-  // Without X-Forwarded-For, req.ip is the peer's address whatever `trust proxy` says (proxy-addr's walk has no other
-  // address to read): taken directly, every /v1 request skips that walk.
-  (req.headers['x-forwarded-for'] === undefined ? req.socket.remoteAddress : req.ip) ?? req.socket.remoteAddress ?? 'unknown';
+  throttleAddress(
+    // Without X-Forwarded-For, req.ip is the peer's address whatever `trust proxy` says (proxy-addr's walk has no other
+    // address to read): taken directly, every /v1 request skips that walk.
+    (req.headers['x-forwarded-for'] === undefined ? req.socket.remoteAddress : req.ip) ?? req.socket.remoteAddress ?? 'unknown',
+  );
+
+const MAPPED_V4 = '::ffff:';
+
+/**
+ * How the throttle groups addresses: an IPv4 address as is, also written IPv4-mapped (`::ffff:192.0.2.1`, as a
+ * dual-stack listener reports IPv4 peers: one client, one count); an IPv6 address by its /64 (`2001:db8:0:1::/64`), the
+ * block one subscriber, host or VM is given, so an attacker cannot rotate through 2^64 addresses for 2^64 × the limit
+ * guesses. Anything else (not an IP: a garbage X-Forwarded-For entry from a trusted proxy) is counted as written.
+ */
+export function throttleAddress(ip: string): string {
+  if (!ip.includes(':')) return ip;
+  if (ip.startsWith(MAPPED_V4) && net.isIPv4(ip.slice(MAPPED_V4.length))) return ip.slice(MAPPED_V4.length);
+  if (!ipaddr.IPv6.isValid(ip)) return ip;
+  const v6 = ipaddr.IPv6.parse(ip);
+  if (v6.isIPv4MappedAddress()) return v6.toIPv4Address().toString();
+  const p = v6.parts;
+  return `${p[0].toString(16)}:${p[1].toString(16)}:${p[2].toString(16)}:${p[3].toString(16)}::/64`;
+}
 
 /** The 429 of a blocked IP: Retry-After and the error shape (OpenAI's on /v1). */
 export function sendThrottled(res: Response, verdict: { retryAfterSeconds: number }): void {

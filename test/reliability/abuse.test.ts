@@ -110,6 +110,27 @@ describe('brute force on credentials is slowed per IP (AUTH_FAILURE_LIMIT)', () 
     expect((await request(t.app).get('/api/keys').set({ ...mgmt, ...from(ip) })).status).toBe(200);
   });
 
+  it('an IPv6 client is counted by its /64: rotating addresses inside it buys no more guesses; the next /64 is not affected', async () => {
+    for (let i = 0; i < LIMIT; i++) expect((await request(t.app).get('/api/keys').set({ authorization: `Bearer ${BAD_TOKEN}`, ...from(`2001:db8:77:1::${i + 1}`) })).status).toBe(403);
+    expect429(await request(t.app).get('/api/keys').set({ authorization: `Bearer ${BAD_TOKEN}`, ...from('2001:db8:77:1:ffff:ffff:ffff:fffe') }));
+    expect429(await request(t.app).get('/api/keys').set({ ...mgmt, ...from('2001:0db8:0077:0001:0::9') }));
+    expect((await request(t.app).get('/api/keys').set({ ...mgmt, ...from('2001:db8:77:2::1') })).status).toBe(200);
+    // An IPv4 client written IPv4-mapped is the same client as written plainly.
+    for (let i = 0; i < LIMIT; i++) await request(t.app).get('/api/keys').set({ authorization: `Bearer ${BAD_TOKEN}`, ...from('::ffff:203.0.113.80') });
+    expect429(await request(t.app).get('/api/keys').set({ authorization: `Bearer ${BAD_TOKEN}`, ...from('203.0.113.80') }));
+  });
+
+  it('TRUST_PROXY=false: X-Forwarded-For is nobody\'s word, the peer address is the client', async () => {
+    const direct = buildTestApi(testEnv({ AUTH_FAILURE_LIMIT: String(LIMIT), AUTH_BLOCK_MS: '600000', TRUST_PROXY: 'false' }));
+    try {
+      // Each guess claims another address; all come from this test's loopback peer, which is what is counted.
+      for (let i = 0; i < LIMIT; i++) expect((await request(direct.app).get('/api/keys').set({ authorization: `Bearer ${BAD_TOKEN}`, ...from(`198.51.100.${i}`) })).status).toBe(403);
+      expect429(await request(direct.app).get('/api/keys').set({ authorization: `Bearer ${BAD_TOKEN}`, ...from('198.51.100.99') }));
+    } finally {
+      await direct.close();
+    }
+  });
+
   it('AUTH_FAILURE_LIMIT=0 turns the brake off', async () => {
     const off = buildTestApi(testEnv({ AUTH_FAILURE_LIMIT: '0' }));
     try {
