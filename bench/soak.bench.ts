@@ -261,7 +261,7 @@ export async function runSoakBench(): Promise<void> {
     const wal = path.join(dataDir, 'engram.db-wal');
     const db = path.join(dataDir, 'engram.db');
     const sample = async () => {
-      const metrics = await call('metrics', 'GET', '/metrics');
+      const metrics = await call('metrics', 'GET', '/metrics', { headers: mgmt });
       const jobs = JSON.parse((await call('jobs', 'GET', '/api/jobs', { headers: mgmt })) || '{}') as { queues?: Record<string, Record<string, number>>; outbox?: number };
       const qs = Object.values(jobs.queues ?? {});
       samples.push({

@@ -82,6 +82,8 @@ export const envSchema = z.object({
   AUTH_FAILURE_WINDOW_MS: int(600_000, 1000, 86_400_000),
   AUTH_BLOCK_MS: int(900_000, 1000, 86_400_000),
   TRUST_PROXY: trustProxy,
+  /** `/metrics` without the management token (a scraper on a private network that cannot send one); off by default. */
+  METRICS_PUBLIC: envBool(false),
   SQLITE_BUSY_TIMEOUT_MS: int(5000, 5000, 120_000),
   VECTOR_STORE_DISABLE_VEC: envBool(false),
   MEMORY_CACHE_MAX: int(500, 1, 1_000_000),

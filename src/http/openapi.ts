@@ -31,7 +31,8 @@ export function jsonSchemaOf(schema: z.ZodType, io: 'input' | 'output'): Json {
 type Audience = 'management' | 'client' | 'mcp' | 'public';
 
 function audienceOf(path: string): Audience {
-  if (path.startsWith('/api/')) return 'management';
+  // /metrics: the management token unless METRICS_PUBLIC (described on the route).
+  if (path.startsWith('/api/') || path === '/metrics') return 'management';
   if (path.startsWith('/v1/')) return 'client';
   if (path === '/mcp') return 'mcp';
   return 'public';

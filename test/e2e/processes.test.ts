@@ -57,7 +57,7 @@ describe('end to end: api + worker processes', () => {
 
     // Workers never serve HTTP: their metrics reach the api's /metrics through Redis.
     await waitUntil(
-      async () => /engram_job_duration_seconds_count\{[^}]*job="embed-memory"[^}]*role="worker"/.test(await fetch(`${base}/metrics`).then((r) => r.text())),
+      async () => /engram_job_duration_seconds_count\{[^}]*job="embed-memory"[^}]*role="worker"/.test(await fetch(`${base}/metrics`, { headers: H }).then((r) => r.text())),
       10_000,
       'worker metrics on the api',
     );

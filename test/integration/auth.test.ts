@@ -15,7 +15,6 @@ import { concretePath, walkRoutes } from '../helpers/routes';
 const PUBLIC = new Set([
   'GET /healthz',
   'GET /readyz',
-  'GET /metrics',
   'GET /admin/login',
   'POST /admin/login',
   'POST /admin/logout',
@@ -55,6 +54,22 @@ describe('auth', () => {
     expect((await request(t.app).get('/api/nope')).status).toBe(401);
     // bull-board's UI and its API are covered too.
     expect((await request(t.app).get('/admin/queues/api/queues').set('accept', 'application/json')).status).toBe(401);
+  });
+
+  it('/metrics is the operator\'s (its counts cover every key): the management token, or METRICS_PUBLIC=true for a scraper that cannot send one', async () => {
+    const key = t.ctx.apiKeys.create('metrics-reader').key;
+    expect((await request(t.app).get('/metrics').set('authorization', `Bearer ${key}`)).status).toBe(403);
+    const ok = await request(t.app).get('/metrics').set(t.auth);
+    expect(ok.status).toBe(200);
+    expect(ok.text).toMatch(/^# HELP engram_/m);
+    const open = buildTestApi(testEnv({ METRICS_PUBLIC: 'true' }));
+    try {
+      const res = await request(open.app).get('/metrics');
+      expect(res.status).toBe(200);
+      expect(res.text).toMatch(/^# HELP engram_/m);
+    } finally {
+      await open.close();
+    }
   });
 
   it('the walk fails for a router mounted without its path (so no route can hide)', () => {

@@ -236,7 +236,7 @@ describe('/metrics route labels (P1)', () => {
 
   /** The `route` label of every request-duration series in the exposition. */
   const routeLabels = async (): Promise<string[]> => {
-    const text = (await request(t.app).get('/metrics')).text;
+    const text = (await request(t.app).get('/metrics').set(t.auth)).text;
     return text
       .split('\n')
       .filter((l) => l.startsWith('engram_http_request_duration_seconds_count{'))

@@ -87,7 +87,7 @@ describe('D1: a poisoned outbox row is quarantined, the rest flush', () => {
     expect(byId['d1-invalid'].error).toMatch(/invalid payload: memoryId/);
 
     await w!.publishMetrics();
-    const metrics = await request(t.app).get('/metrics');
+    const metrics = await request(t.app).get('/metrics').set(t.auth);
     expect(metrics.text).toMatch(/engram_outbox_quarantined_rows\{role="worker"\} 4/);
 
     const target = byId['d1-unknown'].outboxId;

@@ -172,7 +172,7 @@ describe('job pipeline against the real Redis', () => {
 
   it('/metrics shows queue depth, HTTP latency by route and job durations/failures by job name', async () => {
     await w.publishMetrics();
-    const res = await request(t.app).get('/metrics');
+    const res = await request(t.app).get('/metrics').set(t.auth);
     expect(res.status).toBe(200);
     expect(res.text).toMatch(/engram_queue_jobs\{queue="maintenance",state="completed"/);
     expect(res.text).toMatch(/engram_http_request_duration_seconds_bucket\{[^}]*route="\/api\/jobs\/"/);

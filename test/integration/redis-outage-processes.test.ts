@@ -119,7 +119,7 @@ describe('Redis stops under chat traffic (real api and worker processes)', () =>
     expect(worker.proc.exitCode).toBeNull();
     expect(api.output()).toMatch(/redis unreachable/);
     expect(worker.output()).toMatch(/redis unreachable/);
-    const metrics = await (await fetch(`${base}/metrics`)).text();
+    const metrics = await (await fetch(`${base}/metrics`, { headers: mgmt })).text();
     const unhandled = /^engram_unhandled_rejections_total\{[^}]*role="api"[^}]*\} (\d+)/m.exec(metrics);
     expect(unhandled?.[1] ?? '0').toBe('0');
 

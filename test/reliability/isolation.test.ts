@@ -36,7 +36,7 @@ const ROUTES: Record<string, 'tenant' | 'public' | 'operator'> = {
   'DELETE /mcp': 'tenant',
   'GET /healthz': 'public',
   'GET /readyz': 'public',
-  'GET /metrics': 'public',
+  'GET /metrics': 'operator',
   'GET /openapi.json': 'public',
   'GET /docs': 'public',
   'GET /docs/init.js': 'public',

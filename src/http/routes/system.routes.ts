@@ -5,6 +5,7 @@ import { QUEUE_NAMES } from '../../config/queue-names';
 import { registerOutboxQuarantineGauge } from '../../queue/outbox-metrics';
 import { readWorkerMetrics } from '../../queue/worker-metrics';
 import { Gauge } from 'prom-client';
+import { requireManagement } from '../auth';
 import { RETRY_AFTER_SECONDS } from '../error-handler';
 import { documented, type RouteDoc } from '../route-doc';
 
@@ -14,9 +15,14 @@ const READYZ_DOC: RouteDoc = {
   summary: 'Readiness: SQLite and Redis answer',
   responses: { 200: { description: 'Ready; every check', example: { status: 'ready', checks: { sqlite: { ok: true, latencyMs: 0.05 }, redis: { ok: true, latencyMs: 0.3 } } } }, 503: { description: 'A dependency is down; which one is in `checks`' } },
 };
-const METRICS_DOC: RouteDoc = { summary: 'Prometheus metrics (api and workers)', responses: { 200: { description: 'Prometheus text exposition', contentType: 'text/plain' } } };
+const METRICS_DOC: RouteDoc = {
+  summary: 'Prometheus metrics (api and workers)',
+  description:
+    'The management token as a bearer token (Prometheus: `authorization: { credentials_file: ... }`), unless `METRICS_PUBLIC=true`: the counts cover every key (requests by route, queue depths, jobs), which is the operator\'s view, not a client\'s.',
+  responses: { 200: { description: 'Prometheus text exposition', contentType: 'text/plain' } },
+};
 
-/** Liveness, readiness and Prometheus metrics (no auth: they reveal no memory data). */
+/** Liveness and readiness (no auth: they reveal no data), and Prometheus metrics (the operator's: see METRICS_DOC). */
 export function systemRoutes(ctx: ApiContext, metrics: Metrics): Router {
   const r = Router();
 
@@ -77,7 +83,8 @@ export function systemRoutes(ctx: ApiContext, metrics: Metrics): Router {
   });
   registerOutboxQuarantineGauge(metrics.registry, ctx.queues);
 
-  r.get('/metrics', documented(METRICS_DOC, async (_req, res, next) => {
+  const metricsAuth = ctx.env.METRICS_PUBLIC ? [] : [requireManagement(ctx.managementToken, { throttle: ctx.authThrottle })];
+  r.get('/metrics', ...metricsAuth, documented(METRICS_DOC, async (_req, res, next) => {
     try {
       const snapshots = ctx.queues.isReady() ? await readWorkerMetrics(ctx.queues.connection, ctx.queues.prefix).catch(() => []) : [];
       const out = await metrics.exposition(snapshots);
