@@ -156,6 +156,8 @@ export async function startApi(env: Env, log: Logger, opts: { dbFile?: string; e
       // Stop intake; in-flight requests finish within the grace period (each one's socket closes as it
       // finishes, so keep-alive clients do not hold the process), then whatever is left is cut.
       draining = true;
+      // Job event streams end only when their job does: end them now (their clients reopen them), or they hold close() to the grace timer.
+      ctx.jobEvents.endStreams();
       for (const res of open) {
         if (!res.headersSent) res.setHeader('connection', 'close');
         if (!res.writableFinished) res.on('finish', finishedWhileDraining);

@@ -18,6 +18,9 @@ export class JobEventsHub {
   private readonly events = new Map<QueueName, QueueEvents>();
   private readonly listeners = new Map<string, Set<Listener>>();
   private readonly heartbeats = new Set<NodeJS.Timeout>();
+  /** How to end each open event stream at shutdown (see endStreams). */
+  private readonly streams = new Set<() => void>();
+  private ending = false;
 
   constructor(
     private readonly env: Env,
@@ -80,6 +83,37 @@ export class JobEventsHub {
       clearInterval(timer);
       this.heartbeats.delete(timer);
     };
+  }
+
+  /**
+   * Registers how to end one open event stream when the api shuts down; returns the unregister (idempotent). After
+   * endStreams, a stream registered is told at once: it ends as soon as it has sent the job's current state.
+   */
+  trackStream(endForShutdown: () => void): () => void {
+    if (this.ending) {
+      endForShutdown();
+      return () => undefined;
+    }
+    this.streams.add(endForShutdown);
+    return () => void this.streams.delete(endForShutdown);
+  }
+
+  /**
+   * Ends every open event stream (the api is shutting down): a stream only ends when its job does, so each would
+   * otherwise hold the http server's close until SHUTDOWN_GRACE_MS cut it. Clients reopen it (the state is replayed
+   * first) against whatever serves next. Returns how many were open.
+   */
+  endStreams(): number {
+    this.ending = true;
+    const all = [...this.streams];
+    this.streams.clear();
+    for (const end of all) end();
+    return all.length;
+  }
+
+  /** Event streams open right now. */
+  streamCount(): number {
+    return this.streams.size;
   }
 
   /** Keep-alive timers running right now. */

@@ -1,7 +1,7 @@
 import http from 'node:http';
 import net from 'node:net';
 import { startApi, type RunningApi } from '../../src/api';
-import { silentLog, testEnv } from '../helpers/env';
+import { silentLog, TEST_TOKEN, testEnv } from '../helpers/env';
 import { startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream';
 import { waitUntil } from '../helpers/wait';
 
@@ -63,6 +63,53 @@ describe('api shutdown with keep-alive clients (P6)', () => {
       api = null;
     } finally {
       agent.destroy();
+    }
+  });
+});
+
+describe('api shutdown with a job event stream open', () => {
+  it('ends the stream (a comment saying why) instead of holding close() until SHUTDOWN_GRACE_MS', async () => {
+    const exit = jest.fn();
+    const api = await startApi(testEnv({ PORT: '0', SHUTDOWN_GRACE_MS: String(GRACE_MS) }), silentLog(), { exit });
+    const mgmt = { authorization: `Bearer ${TEST_TOKEN}` };
+    const agent = new http.Agent({ keepAlive: false });
+    try {
+      // No worker runs here: the reindex job waits, so its stream would stay open until the job ends.
+      const started = await send(agent, api.port, 'POST', '/api/memory/reindex', { ...mgmt, 'content-type': 'application/json' }, '{}');
+      expect(started.status).toBe(202);
+      const { jobId, queue } = JSON.parse(started.body) as { jobId: string; queue: string };
+      let text = '';
+      let ended = false;
+      const stream = new Promise<number>((resolve, reject) => {
+        const req = http.get({ host: '127.0.0.1', port: api.port, path: `/api/jobs/${queue}/${jobId}/events`, headers: mgmt, agent }, (res) => {
+          res.setEncoding('utf8');
+          res.on('data', (c: string) => (text += c));
+          res.on('end', () => {
+            ended = true;
+            resolve(res.statusCode ?? 0);
+          });
+          res.on('error', reject);
+        });
+        req.on('error', reject);
+      });
+      await waitUntil(() => text.includes('event: state'), 10_000, 'the stream to send the job state');
+      expect(api.ctx.jobEvents.streamCount()).toBe(1);
+
+      const t0 = Date.now();
+      const stopping = api.stop();
+      expect(await stream).toBe(200);
+      expect(ended).toBe(true);
+      expect(text).toMatch(/\n: the server is shutting down; reopen this stream\n\n$/);
+      expect(text).not.toMatch(/event: (completed|failed)/);
+      await stopping;
+      // Not the grace timer's cut (it would have taken 20 s).
+      expect(Date.now() - t0).toBeLessThan(GRACE_MS / 2);
+      expect(exit).not.toHaveBeenCalled();
+      expect(api.ctx.jobEvents.streamCount()).toBe(0);
+      expect(api.ctx.jobEvents.heartbeatCount()).toBe(0);
+    } finally {
+      agent.destroy();
+      await api.stop();
     }
   });
 });

@@ -132,12 +132,17 @@ export function jobsRoutes(ctx: ApiContext): Router {
       let streaming = false;
       let unsubscribe: (() => void) | null = null;
       let stopHeartbeat: (() => void) | null = null;
+      let untrack: (() => void) | null = null;
+      // Shutdown asked for the end before the stream had started: it ends once the current state is sent.
+      let endAfterState = false;
       const pending: JobEvent[] = [];
       const release = () => {
         stopHeartbeat?.();
         stopHeartbeat = null;
         unsubscribe?.();
         unsubscribe = null;
+        untrack?.();
+        untrack = null;
       };
       const end = () => {
         if (closed) return;
@@ -147,6 +152,17 @@ export function jobsRoutes(ctx: ApiContext): Router {
       };
       // 'close' fires when the connection goes away or the response has ended, whichever comes first.
       res.once('close', end);
+      // At shutdown: a comment saying why (clients see the stream end without completed/failed and reopen it), then the end.
+      const endForShutdown = () => {
+        if (closed) return;
+        if (!streaming) {
+          endAfterState = true;
+          return;
+        }
+        res.write(': the server is shutting down; reopen this stream\n\n');
+        end();
+      };
+      untrack = ctx.jobEvents.trackStream(endForShutdown);
       const send = (e: JobEvent | { type: 'state'; job: unknown }) => {
         if (closed) return;
         if (!streaming) {
@@ -179,6 +195,7 @@ export function jobsRoutes(ctx: ApiContext): Router {
         for (const e of pending.splice(0)) send(e);
         if (desc.state === 'completed') send({ type: 'completed', returnvalue: desc.returnvalue });
         else if (desc.state === 'failed') send({ type: 'failed', failedReason: desc.failedReason ?? '' });
+        if (endAfterState) endForShutdown();
         return undefined;
       } catch (err) {
         release();
@@ -186,7 +203,8 @@ export function jobsRoutes(ctx: ApiContext): Router {
       }
     }, {
       summary: 'Follow one job live (Server-Sent Events)',
-      description: 'Events: `state` (the job as GET describes it), `progress`, then `completed` or `failed`, after which the stream ends. A `: keep-alive` comment every 15 s.',
+      description:
+        'Events: `state` (the job as GET describes it), `progress`, then `completed` or `failed`, after which the stream ends. A `: keep-alive` comment every 15 s. When the api shuts down the stream ends early, after a `: the server is shutting down` comment: reopen it (the state comes first again).',
       responses: { 200: { description: 'An event stream', contentType: 'text/event-stream', example: 'event: state\ndata: {"type":"state","job":{"id":"reindex-api-1","state":"active"}}\n\n' }, 404: { description: 'No such job' } },
     }),
   );
