@@ -260,9 +260,14 @@ export class MemoryService {
     return r ? toPublic(r) : null;
   }
 
-  /** Applies a partial update; null when the memory does not exist; 409 when the new key is taken. */
+  /**
+   * Applies a partial update; null when the memory does not exist; 409 when the new key is taken. A patch that
+   * changes nothing (every field it names already holds that value) writes nothing: no history row, no updated_at,
+   * no re-embedding or sync; the memory is answered as it is.
+   */
   update(id: string, patch: UpdateMemoryInput, ctx: ChangeContext): Memory | null {
     let change: MemoryChange | null;
+    let untouched: MemoryRecord | null = null;
     try {
       change = this.db
         .transaction((): MemoryChange | null => {
@@ -270,13 +275,25 @@ export class MemoryService {
           if (!before) return null;
           const hash = patch.content !== undefined ? contentHash(patch.content) : before.contentHash;
           const contentChanged = hash !== before.contentHash;
+          const sessionId = patch.sessionId === undefined ? undefined : patch.sessionId || null;
+          if (
+            !contentChanged &&
+            (patch.type === undefined || patch.type === before.type) &&
+            (patch.key === undefined || patch.key === before.key) &&
+            (patch.metadata === undefined || canonicalJson(patch.metadata) === canonicalJson(before.metadata)) &&
+            (patch.expiresAt === undefined || patch.expiresAt === before.expiresAt) &&
+            (sessionId === undefined || (sessionId ?? '') === before.sessionId)
+          ) {
+            untouched = before;
+            return null;
+          }
           this.repo.update(before.rowId, {
             type: patch.type,
             key: patch.key,
             content: patch.content,
             metadata: patch.metadata,
             expiresAt: patch.expiresAt,
-            sessionId: patch.sessionId === undefined ? undefined : patch.sessionId || null,
+            sessionId,
             contentHash: contentChanged ? hash : undefined,
             needsReindex: contentChanged ? true : undefined,
             updatedAt: nowIso(),
@@ -290,7 +307,7 @@ export class MemoryService {
       if (isUniqueKeyViolation(err)) throw conflict('Another memory of this API key already uses that key', { field: 'key' });
       throw err;
     }
-    if (!change) return null;
+    if (!change) return untouched ? toPublic(untouched) : null;
     this.commit([change]);
     return toPublic(change.memory);
   }

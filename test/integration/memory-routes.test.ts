@@ -49,6 +49,30 @@ describe('/api/memory', () => {
     ]);
   });
 
+  it('PUT that changes nothing writes nothing (no history row, updated_at unchanged); one real change still does', async () => {
+    const created = (await post({ key: 'same', content: 'likes tea', apiKeyId: 'k4', sessionId: 's4', metadata: { a: 1, b: [2, 3] }, expiresAt: '2099-01-01T00:00:00Z' })).body.memory;
+    const before = counts();
+    const same = [
+      { content: 'likes tea' },
+      { content: 'likes tea', type: 'factual', key: 'same' },
+      { metadata: { b: [2, 3], a: 1 } },
+      { expiresAt: '2099-01-01T00:00:00.000Z' },
+      { expiresAt: Date.parse('2099-01-01T00:00:00Z') },
+    ];
+    for (const body of same) {
+      const r = await request(t.app).put(`/api/memory/${created.id}`).set(t.auth).send(body);
+      expect({ body, status: r.status }).toEqual({ body, status: 200 });
+      expect(r.body.memory).toEqual(created);
+    }
+    expect(counts()).toEqual(before);
+    const hist = async () => (await request(t.app).get(`/api/memory/${created.id}/history`).set(t.auth)).body.events.map((e: { op: string }) => e.op);
+    expect(await hist()).toEqual(['create']);
+    // Metadata is replaced by a PUT: a subset is a change.
+    const changed = await request(t.app).put(`/api/memory/${created.id}`).set(t.auth).send({ metadata: { a: 1 } });
+    expect(changed.body.memory.metadata).toEqual({ a: 1 });
+    expect(await hist()).toEqual(['create', 'update']);
+  });
+
   it('PUT that takes another memory’s key is a 409 and changes nothing', async () => {
     await post({ key: 'a', content: 'A', apiKeyId: 'k3' });
     const b = (await post({ key: 'b', content: 'B', apiKeyId: 'k3' })).body.id;
