@@ -156,9 +156,14 @@ function MemoryItem({ m, keys, onChanged }: { m: Memory; keys: KeyInfo[]; onChan
     setBusy(true);
     setError(null);
     try {
-      await api('PUT', `/api/memory/${encodeURIComponent(m.id)}`, draft);
+      // Only what was edited: a memory without a key keeps none (the API takes no empty key), and a save that changed
+      // nothing sends nothing.
+      const patch = Object.fromEntries(Object.entries(draft).filter(([field, value]) => value !== m[field as keyof typeof draft]));
+      if (Object.keys(patch).length > 0) {
+        await api('PUT', `/api/memory/${encodeURIComponent(m.id)}`, patch);
+        onChanged();
+      }
       setEditing(false);
-      onChanged();
     } catch (err) {
       setError(err);
     } finally {
@@ -181,7 +186,7 @@ function MemoryItem({ m, keys, onChanged }: { m: Memory; keys: KeyInfo[]; onChan
       {editing ? (
         <form onSubmit={save} class="form" aria-label={`Edit memory ${m.key}`}>
           <Field label="Key" id={`${idp}-edit-key`}>
-            <input id={`${idp}-edit-key`} required value={draft.key} onInput={(e) => setDraft({ ...draft, key: (e.target as HTMLInputElement).value })} />
+            <input id={`${idp}-edit-key`} required={m.key !== ''} value={draft.key} onInput={(e) => setDraft({ ...draft, key: (e.target as HTMLInputElement).value })} />
           </Field>
           <Field label="Content" id={`${idp}-edit-content`}>
             <textarea id={`${idp}-edit-content`} required rows={3} value={draft.content} onInput={(e) => setDraft({ ...draft, content: (e.target as HTMLTextAreaElement).value })} />

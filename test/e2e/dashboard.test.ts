@@ -223,6 +223,47 @@ describe('Memory Studio (/dashboard) in a real browser', () => {
     await waitUntil(async () => (await list.getByRole('listitem').count()) === 20, 10_000, 'first page of 20 back');
   });
 
+  it('edits a memory that has no key (the key stays empty); a save that changed nothing sends nothing', async () => {
+    // POST needs a key (the original's contract); an import may bring a memory without one.
+    const imported = await fetch(`${base}/api/memory/import`, {
+      method: 'POST',
+      headers: { ...H, 'content-type': 'application/x-ndjson' },
+      body: `${JSON.stringify({ apiKeyId, key: null, content: 'Keyless note: the operator waters the kiwis on Fridays' })}\n`,
+    });
+    expect(imported.status).toBe(202);
+    let id = '';
+    await waitUntil(async () => {
+      id = (await call('GET', `/api/memory?q=kiwis&apiKeyId=${apiKeyId}`)).body.data[0]?.id ?? '';
+      return id !== '';
+    }, 20_000, 'the import to land');
+    const created = { body: { id } };
+    const list = page.getByRole('list', { name: 'Memories' });
+    await page.getByLabel('Search').fill('kiwis');
+    await waitUntil(async () => (await list.getByRole('listitem').count()) === 1, 10_000, 'the keyless memory alone');
+    const item = list.getByRole('listitem');
+
+    // Saved unchanged: no PUT, no history row.
+    const putsBefore = requests.filter((r) => r.method === 'PUT').length;
+    await item.getByRole('button', { name: /^Edit/ }).click();
+    await item.getByRole('button', { name: 'Save changes' }).click();
+    await item.getByRole('button', { name: /^Edit/ }).waitFor();
+    expect(requests.filter((r) => r.method === 'PUT').length).toBe(putsBefore);
+
+    await item.getByRole('button', { name: /^Edit/ }).click();
+    await item.getByRole('textbox', { name: 'Content' }).fill('Keyless note: the operator waters the kiwis on Sundays');
+    await item.getByRole('button', { name: 'Save changes' }).click();
+    await list.getByText('Keyless note: the operator waters the kiwis on Sundays').waitFor();
+    const after = await call('GET', `/api/memory/${created.body.id}`);
+    expect(after.body.memory).toMatchObject({ key: '', content: 'Keyless note: the operator waters the kiwis on Sundays' });
+    const history = await call('GET', `/api/memory/${created.body.id}/history`);
+    // The import's row, then the one edit (the unchanged save wrote none).
+    expect(history.body.events.map((e: { op: string }) => e.op)).toEqual([expect.any(String), 'update']);
+
+    expect((await call('DELETE', `/api/memory/${created.body.id}`)).status).toBe(200);
+    await page.getByLabel('Search').fill('');
+    await waitUntil(async () => (await list.getByRole('listitem').count()) === 20, 10_000, 'first page of 20 back');
+  });
+
   it('exports the page as JSON and imports a JSON file through the file picker', async () => {
     const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Export page (JSON)' }).click()]);
     const exported = JSON.parse(fs.readFileSync((await download.path())!, 'utf8')) as { key: string }[];
