@@ -1,6 +1,25 @@
 import fc from 'fast-check';
 import { countOwnKeys, findDuplicateKey, scanJson } from './json-scan';
 
+/** scanJson's answer read byte by byte, as the depth check always read it: the reference for its faster string skip. */
+function scanEveryByte(buf: Buffer, maxDepth: number): number {
+  let depth = 0;
+  let members = 0;
+  let inString = false;
+  for (let i = 0; i < buf.length; i++) {
+    const c = buf[i];
+    if (inString) {
+      if (c === 0x5c) i++;
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x3a) members++;
+    else if (c === 0x7b || c === 0x5b) {
+      if (++depth > maxDepth) return -1;
+    } else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return members;
+}
+
 /** Whether jsonBody's cheap check sees a repeated key in `text`: scanJson's members against the parsed value's own keys. */
 const repeats = (text: string): boolean => countOwnKeys(JSON.parse(text)) !== scanJson(Buffer.from(text, 'utf8'), 1000);
 
@@ -69,10 +88,27 @@ describe('duplicate keys in a JSON text', () => {
     );
   });
 
+  test('scanJson answers as reading every byte would, for any bytes (strings long and short, escapes across its inline window)', () => {
+    const alphabet = [0x22, 0x5c, 0x7b, 0x7d, 0x5b, 0x5d, 0x3a, 0x2c, 0x61, 0x20, 0xc3, 0xa9];
+    const bytes = fc.array(fc.oneof(fc.constantFrom(...alphabet), fc.integer({ min: 0, max: 255 })), { maxLength: 120 });
+    const texts = fc.jsonValue({ maxDepth: 4 }).map((v) => Buffer.from(JSON.stringify(v), 'utf8'));
+    const part = fc.tuple(fc.nat({ max: 40 }), fc.string({ unit: fc.constantFrom('a', '\\', '"', ':', '{', 'é', ' '), maxLength: 30 })).map(([pad, text]) => 'x'.repeat(pad) + text);
+    const longStrings = fc.array(part, { maxLength: 6 }).map((parts) => Buffer.from(JSON.stringify({ parts }), 'utf8'));
+    fc.assert(
+      fc.property(fc.oneof(bytes.map((b) => Buffer.from(b)), texts, longStrings), fc.integer({ min: 0, max: 6 }), (buf, maxDepth) => {
+        expect(scanJson(buf, maxDepth)).toBe(scanEveryByte(buf, maxDepth));
+      }),
+      { numRuns: 2000, seed: 3 },
+    );
+  });
+
   test('scanJson: members outside strings, and -1 past the depth limit', () => {
     expect(scanJson(Buffer.from('{"a":"x:y","b":[{"c":1}]}'), 10)).toBe(3);
     expect(scanJson(Buffer.from('[[[1]]]'), 3)).toBe(0);
     expect(scanJson(Buffer.from('[[[[1]]]]'), 3)).toBe(-1);
     expect(scanJson(Buffer.from('"[[[[:"'), 1)).toBe(0);
+    // A long string whose quotes are escaped, then one that ends after an even run of backslashes.
+    const long = JSON.stringify({ a: `${'x'.repeat(40)}\\"{:}"\\\\`, b: `"${'\\'.repeat(33)}` });
+    expect(scanJson(Buffer.from(long), 1)).toBe(2);
   });
 });
