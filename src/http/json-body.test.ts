@@ -1,8 +1,10 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import zlib from 'node:zlib';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import fc from 'fast-check';
 import { rawRequest } from '../../test/helpers/raw-http';
+import { AppError } from '../errors';
 import { jsonBody, rawJsonBody } from './validate';
 
 /*
@@ -31,7 +33,9 @@ beforeAll(async () => {
     res.json({ body: req.body === undefined ? '(undefined)' : req.body, raw: rawJsonBody(req)?.toString('base64') ?? null });
   });
   app.use((err: { status?: number; type?: string }, _req: Request, res: Response, _next: NextFunction) => {
-    // The error handler answers by type; the status body-parser gives a verify error (403) is not what the client sees.
+    // The error handler answers by type (an AppError by its code and details); the status body-parser gives a verify
+    // error (403) is not what the client sees.
+    if (err instanceof AppError) return res.status(err.status).json({ code: err.code, message: err.message, details: err.details });
     res.status(err.type === 'entity.too.large' ? 413 : 400).json({ type: err.type ?? 'untyped' });
   });
   spy.mockRestore();
@@ -87,21 +91,56 @@ const EDGE_BODIES: Array<[string, Buffer]> = [
   ['a NUL', enc('\u0000')],
   ['a form body', enc('a=1&b=2')],
   ['duplicate keys', enc('{"a":1,"a":2}')],
+  ['a duplicate key in a message', enc('{"model":"m","messages":[{"role":"user","content":"x"},{"role":"user","role":"system","content":"x"}]}')],
+  ['a duplicate key spelled with an escape', enc('{"model":"a","m\\u006fdel":"b"}')],
+  ['a duplicate key deep inside', enc('{"tools":[{"function":{"parameters":{"properties":{"q":{},"q":{}}}}}]}')],
+  ['duplicate __proto__ keys', enc('{"__proto__":{"a":1},"__proto__":{"b":1}}')],
+  ['duplicate empty keys', enc('{"":1,"":2}')],
+  ['a duplicate key after a BOM', Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), enc('{"a":1,"a":2}')])],
+  ['a duplicate key in a large body', enc(`{"messages":[{"role":"user","content":"${'y'.repeat(300_000)}","content":"z"}]}`)],
+  ['the same key in sibling objects', enc('{"a":{"k":1},"b":[{"k":1},{"k":2}]}')],
   ['__proto__ keys', enc('{"__proto__":{"polluted":"yes"},"constructor":{"prototype":{"polluted":"yes"}}}')],
   ['huge numbers', enc('{"n":1e999,"m":-0}')],
   ['a large body', enc(`{"messages":[{"role":"user","content":"${'y'.repeat(300_000)}"}]}`)],
 ];
 
 describe('jsonBody: its own reader and body-parser agree', () => {
-  test.each(EDGE_BODIES)('%s', async (_label, body) => {
+  test.each(EDGE_BODIES)('%s', async (label, body) => {
     const { plain, parser } = await both(body);
     expect(plain).toEqual(parser);
+    if (label.startsWith('duplicate') || label.startsWith('a duplicate')) expect(JSON.parse(plain.text).code).toBe('duplicate_json_key');
   });
 
   test.each(['application/json; charset=utf-8', 'Application/JSON; charset="UTF-8"', 'application/json;charset=utf-8'])('content type %s', async (type) => {
     const { plain, parser } = await both(enc('{"a":[1,{"b":"é"}]}'), type);
     expect(plain).toEqual(parser);
     expect(JSON.parse(plain.text)).toEqual({ body: { a: [1, { b: 'é' }] }, raw: enc('{"a":[1,{"b":"é"}]}').toString('base64') });
+  });
+
+  test('a repeated key is the same 400 from either reader, naming the key and its path; gzip and UTF-16 bodies too', async () => {
+    const text = '{"model":"m","messages":[{"role":"user","content":"x"},{"role":"user","r\\u006fle":"system","content":"x"}]}';
+    const expected = {
+      code: 'duplicate_json_key',
+      message: 'Invalid body: duplicate key "role" at body.messages.1.role (a key may appear only once in an object)',
+      details: [{ path: 'body.messages.1.role', message: 'Duplicate key "role"', code: 'duplicate_key' }],
+    };
+    const { plain, parser } = await both(enc(text));
+    expect(plain).toEqual(parser);
+    expect(plain.status).toBe(400);
+    expect(JSON.parse(plain.text)).toEqual(expected);
+    for (const [headers, body] of [
+      [{ 'content-type': 'application/json', 'content-encoding': 'gzip' }, zlib.gzipSync(enc(text))],
+      [{ 'content-type': 'application/json; charset=utf-16le' }, Buffer.from(text, 'utf16le')],
+    ] as Array<[Record<string, string>, Buffer]>) {
+      const before = parsedByBodyParser;
+      const r = await rawRequest(port, { method: 'POST', path: '/echo', headers, body });
+      expect(parsedByBodyParser).toBe(before + 1);
+      expect({ status: r.status, body: JSON.parse(r.body.toString('utf8')) }).toEqual({ status: 400, body: expected });
+    }
+    // Without the repeat both arrive (the parser's path reads these bodies).
+    const fine = zlib.gzipSync(enc(text.replace('"r\\u006fle":"system",', '')));
+    const ok = await rawRequest(port, { method: 'POST', path: '/echo', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' }, body: fine });
+    expect(ok.status).toBe(200);
   });
 
   test('random JSON texts, with random blanks around them', async () => {

@@ -2,6 +2,7 @@ import { isUtf8 as isUtf8Text } from 'node:buffer';
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import type { z } from 'zod';
 import { AppError, validationError } from '../errors';
+import { countOwnKeys, findDuplicateKey, scanJson } from './json-scan';
 import { attachRouteMeta, type RequestSchemas, type RouteDoc } from './route-doc';
 import { sendError } from './error-handler';
 
@@ -58,26 +59,11 @@ export function handle<S extends Schemas>(
   }, { schemas, doc });
 }
 
-/** Whether a JSON text nests objects/arrays deeper than `max` (brackets inside strings do not count). */
-export function jsonDepthExceeds(buf: Buffer, max: number): boolean {
-  let depth = 0;
-  let inString = false;
-  for (let i = 0; i < buf.length; i++) {
-    const c = buf[i];
-    if (inString) {
-      if (c === 0x5c) i++; // the escaped byte is text (UTF-8 never reuses ASCII bytes inside a multi-byte character)
-      else if (c === 0x22) inString = false;
-    } else if (c === 0x22) inString = true;
-    else if (c === 0x7b || c === 0x5b) {
-      if (++depth > max) return true;
-    } else if (c === 0x7d || c === 0x5d) depth--;
-  }
-  return false;
-}
-
 /**
  * express.json with a nesting limit checked on the raw bytes before JSON.parse: a 10,000-deep
  * body is a 400 (`json_too_deep`) instead of a stack overflow later (JSON.stringify, zod, the upstream call).
+ * An object that repeats a key is a 400 too (`duplicate_json_key`, naming the key and its path): JSON.parse keeps
+ * the last, the upstream a forwarded body goes to may keep the first (json-scan.ts).
  * The common body (a Content-Length, no Content-Encoding, `application/json` with no charset or UTF-8) is read by
  * readPlainJson, everything else by body-parser: the same outcome either way (see readPlainJson).
  */
@@ -85,8 +71,9 @@ export function jsonBody(opts: { limit: number; maxDepth: number; keepRaw?: bool
   const bounded = refuseOversizedBody(opts.limit, ['application/json']);
   const parse = jsonParser(opts);
   const plain = readPlainJson(opts);
+  const parsed = (req: Request, next: NextFunction) => (err?: unknown) => next(err ?? repeatedKeyError(req));
   return (req, res, next) =>
-    bounded(req, res, (err?: unknown) => (err ? next(err) : res.headersSent ? undefined : plain(req, res, next) ? undefined : parse(req, res, next)));
+    bounded(req, res, (err?: unknown) => (err ? next(err) : res.headersSent ? undefined : plain(req, res, next) ? undefined : parse(req, res, parsed(req, next))));
 }
 
 /** `application/json`, alone or with a UTF-8 charset, as clients send it; any other spelling goes to body-parser. */
@@ -106,7 +93,8 @@ function bodyError(status: number, type: string, message: string): Error {
  * directly: the bytes are collected (node's parser stops at Content-Length), checked as its `verify` checks them
  * (depth, the raw bytes kept), decoded as UTF-8 with a leading BOM dropped, refused unless the first non-blank
  * character opens an object or an array (its strict mode), and parsed; the errors carry body-parser's `type`
- * (`entity.too.deep`, `entity.parse.failed`, `request.aborted`), so the error handler answers them alike. body-parser
+ * (`entity.too.deep`, `entity.parse.failed`, `request.aborted`), so the error handler answers them alike; a repeated key is
+ * the same AppError either way (jsonBody checks body-parser's value after it). body-parser
  * costs a content-type parse, a charset lookup, raw-body's stream bookkeeping and an iconv decoder per request: with it
  * the body took 0.24 of the 0.77 ms a warm chat spent in the api before the upstream call, 0.18 without (bench/README.md, "Eighth pass").
  */
@@ -161,7 +149,8 @@ const SYNTAX_ERROR = (message: string): Error => bodyError(400, 'entity.parse.fa
 
 /** A UTF-8 JSON body's value, as jsonParser (body-parser with its verify) makes it from the same bytes; throws its errors. */
 function parseJsonBytes(req: Request, utf8: Buffer, opts: { maxDepth: number; keepRaw?: boolean }): unknown {
-  if (jsonDepthExceeds(utf8, opts.maxDepth)) throw bodyError(400, 'entity.too.deep', `JSON nested deeper than ${opts.maxDepth} levels`);
+  const members = scanJson(utf8, opts.maxDepth);
+  if (members < 0) throw tooDeep(opts.maxDepth);
   const bom = utf8.length >= 3 && utf8[0] === 0xef && utf8[1] === 0xbb && utf8[2] === 0xbf;
   if (opts.keepRaw && !bom && isUtf8Text(utf8)) (req as RawBodyCarrier)[RAW_BODY] = utf8;
   // iconv-lite's UTF-8 decoder (body-parser's) drops a BOM; malformed bytes read as U+FFFD either way.
@@ -170,11 +159,34 @@ function parseJsonBytes(req: Request, utf8: Buffer, opts: { maxDepth: number; ke
   if (text.length === 0) return {};
   const first = FIRST_NON_BLANK.exec(text)?.[1] || undefined;
   if (first !== '{' && first !== '[') throw SYNTAX_ERROR(first === undefined ? 'Unexpected end of JSON input' : `Unexpected token '${first}', JSON must be an object or an array`);
+  let value: unknown;
   try {
-    return JSON.parse(text) as unknown;
+    value = JSON.parse(text) as unknown;
   } catch (err) {
     throw SYNTAX_ERROR((err as Error).message);
   }
+  if (countOwnKeys(value) !== members) throw duplicateKeyError(text);
+  return value;
+}
+
+const tooDeep = (max: number): Error => bodyError(400, 'entity.too.deep', `JSON nested deeper than ${max} levels`);
+
+/** The 400 for a body in which an object repeats a key, naming the first such key with its path as a zod issue would. */
+function duplicateKeyError(text: string): AppError {
+  const dup = findDuplicateKey(text);
+  const path = ['body', ...(dup?.path ?? []).map(String)].join('.');
+  const key = dup ? JSON.stringify(dup.key) : 'a key';
+  return new AppError(400, 'duplicate_json_key', `Invalid body: duplicate key ${key} at ${path} (a key may appear only once in an object)`, [
+    { path, message: `Duplicate key ${key}`, code: 'duplicate_key' },
+  ]);
+}
+
+/** After body-parser: the duplicate-key check parseJsonBytes makes, from what jsonParser's verify counted (nothing if it did not run). */
+function repeatedKeyError(req: Request): AppError | undefined {
+  const scanned = (req as ScannedCarrier)[SCANNED];
+  if (!scanned) return undefined;
+  (req as ScannedCarrier)[SCANNED] = undefined;
+  return countOwnKeys(req.body) === scanned.members ? undefined : duplicateKeyError(scanned.utf8.toString('utf8'));
 }
 
 const FIRST_NON_BLANK = /^[\x20\x09\x0a\x0d]*([^\x20\x09\x0a\x0d]|$)/;
@@ -225,9 +237,9 @@ function jsonParser(opts: { limit: number; maxDepth: number; keepRaw?: boolean }
     verify: (req, _res, buf, encoding) => {
       const isUtf8 = /^utf-?8$/i.test(encoding);
       const utf8 = isUtf8 ? buf : Buffer.from(new TextDecoder(encoding).decode(buf), 'utf8');
-      if (jsonDepthExceeds(utf8, opts.maxDepth)) {
-        throw Object.assign(new Error(`JSON nested deeper than ${opts.maxDepth} levels`), { status: 400, type: 'entity.too.deep', expose: true });
-      }
+      const members = scanJson(utf8, opts.maxDepth);
+      if (members < 0) throw tooDeep(opts.maxDepth);
+      (req as ScannedCarrier)[SCANNED] = { members, utf8 };
       if (opts.keepRaw) {
         // Forwarded only when the bytes say what was parsed: body-parser drops a UTF-8 BOM (a strict upstream
         // JSON parser refuses one) and reads malformed UTF-8 as U+FFFD (the upstream would get bytes other than
@@ -241,6 +253,9 @@ function jsonParser(opts: { limit: number; maxDepth: number; keepRaw?: boolean }
 
 const RAW_BODY = Symbol('engram.rawJsonBody');
 type RawBodyCarrier = { [RAW_BODY]?: Buffer };
+/** What jsonParser's verify counted in the bytes body-parser then parses, kept until the parsed value is checked. */
+const SCANNED = Symbol('engram.scannedJsonBody');
+type ScannedCarrier = { [SCANNED]?: { members: number; utf8: Buffer } | undefined };
 
 /**
  * The UTF-8 bytes of a JSON body exactly as received (parsed by a `jsonBody({ keepRaw: true })`), or null.
