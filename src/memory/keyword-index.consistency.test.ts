@@ -23,7 +23,7 @@ describe('log bookkeeping', () => {
     try {
       s.memory.upsertMany(Array.from({ length: 50 }, (_, i) => memoryInput({ apiKeyId: 'A', content: `alpha note ${i}` })), api);
       const repo = new KeywordIndexRepository(s.db.db);
-      const snapshot = jest.spyOn(repo, 'snapshot');
+      const snapshot = jest.spyOn(repo.log, 'snapshot');
       const page = jest.spyOn(repo, 'page');
       const cache = new KeywordIndexCache(repo, 1 << 30);
       await cache.warm('A');
@@ -32,7 +32,7 @@ describe('log bookkeeping', () => {
       s.memory.upsertMany(Array.from({ length: 20 }, (_, i) => memoryInput({ apiKeyId: 'B', content: `beta ${i}` })), api);
       expect(cache.index('A')).toBe(first);
       // The log prunes B's entries only (as the trigger does once 200,000 newer entries exist): none of A's entries is lost.
-      const head = repo.logHead();
+      const head = repo.log.head();
       s.db.db.prepare('DELETE FROM memory_kw_log WHERE seq <= ?').run(head);
       s.db.db.prepare('UPDATE memory_kw_log_state SET pruned_below = ?').run(head);
       snapshot.mockClear();
@@ -55,12 +55,12 @@ describe('log bookkeeping', () => {
       cache.index('A');
       // Two changes of A the copy has not seen: an insert, then a later insert.
       const [quokka] = s.memory.upsertMany([memoryInput({ apiKeyId: 'A', content: 'quokka smile' })], api);
-      const cut = repo.logHead();
+      const cut = repo.log.head();
       s.memory.upsertMany([memoryInput({ apiKeyId: 'A', content: 'numbat walk' })], api);
       // Another process's prune commits right after this process read pruned_below (the trigger's own two statements).
-      const real = repo.prunedBelow.bind(repo);
+      const real = repo.log.prunedBelow.bind(repo.log);
       let once = true;
-      jest.spyOn(repo, 'prunedBelow').mockImplementation(() => {
+      jest.spyOn(repo.log, 'prunedBelow').mockImplementation(() => {
         const p = real();
         if (once) {
           once = false;
@@ -139,7 +139,7 @@ describe('eviction while a retrieval awaits its embedding', () => {
       s.memory.upsertMany(Array.from({ length: 300 }, (_, i) => memoryInput({ apiKeyId: 'A', content: `alpha tea ${i}` })), api);
       s.memory.upsertMany(Array.from({ length: 300 }, (_, i) => memoryInput({ apiKeyId: 'B', content: `beta tea ${i}` })), api);
       const repo = new KeywordIndexRepository(s.db.db);
-      const snapshot = jest.spyOn(repo, 'snapshot');
+      const snapshot = jest.spyOn(repo.log, 'snapshot');
       // A budget holding one key: warming B evicts A.
       const cache = new KeywordIndexCache(repo, 1);
       let release!: () => void;

@@ -110,9 +110,9 @@ describe('KeywordIndexCache: per key, current across processes', () => {
   });
 
   it('does not log access-count updates (they do not change what the index holds)', () => {
-    const head = repo.logHead();
+    const head = repo.log.head();
     other.prepare("UPDATE memories SET access_count = access_count + 1, last_accessed_at = '2026-01-01T00:00:00.000Z'").run();
-    expect(repo.logHead()).toBe(head);
+    expect(repo.log.head()).toBe(head);
   });
 
   it('reloads a key whose unseen log entries were pruned', () => {
@@ -120,7 +120,7 @@ describe('KeywordIndexCache: per key, current across processes', () => {
     s.memory.upsertMany([memoryInput({ apiKeyId: 'A', content: 'quokka smile' })], { source: 'api' });
     // As the prune trigger does after 200,000 entries: the entry above is gone and the cut recorded.
     other.prepare('DELETE FROM memory_kw_log').run();
-    other.prepare('UPDATE memory_kw_log_state SET pruned_below = ?').run(repo.logHead());
+    other.prepare('UPDATE memory_kw_log_state SET pruned_below = ?').run(repo.log.head());
     const again = cache.index('A');
     expect(again).not.toBe(idx);
     expect(again.search(['quokka'], open, 10)).toHaveLength(1);
@@ -138,7 +138,7 @@ describe('memory_kw_log prunes itself', () => {
     db.prepare("INSERT INTO memory_kw_log (seq, api_key_id, memory_id) VALUES (1000, 'x', 1), (204000, 'x', 2)").run();
     s.memory.upsertMany([memoryInput({ apiKeyId: 'x', content: 'the 204800th entry' })], { source: 'api' });
     expect(db.prepare('SELECT seq FROM memory_kw_log ORDER BY seq').all()).toEqual([{ seq: 204000 }, { seq: 204800 }]);
-    expect(new KeywordIndexRepository(db).prunedBelow()).toBe(4800);
+    expect(new KeywordIndexRepository(db).log.prunedBelow()).toBe(4800);
   });
 });
 
@@ -350,8 +350,8 @@ describe('KeywordIndexCache: the listener a record cache hangs on, and the catch
       expect(cache.current('A')).toBeNull();
       await cache.warm('A');
       const idx = cache.index('A');
-      const head = jest.spyOn(repo, 'logHead');
-      const pending = jest.spyOn(repo, 'pendingAtMost');
+      const head = jest.spyOn(repo.log, 'head');
+      const pending = jest.spyOn(repo.log, 'pendingAtMost');
       expect(cache.current('A')).toBe(idx);
       expect(head).toHaveBeenCalledTimes(1);
       expect(pending).not.toHaveBeenCalled();
@@ -378,8 +378,8 @@ describe('KeywordIndexCache: the listener a record cache hangs on, and the catch
       const cache = new KeywordIndexCache(repo, 64 * 1_048_576);
       await cache.warm('A');
       const idx = cache.index('A');
-      const logSince = jest.spyOn(repo, 'logSince');
-      const pending = jest.spyOn(repo, 'pendingAtMost');
+      const logSince = jest.spyOn(repo.log, 'since');
+      const pending = jest.spyOn(repo.log, 'pendingAtMost');
       await cache.warm('A');
       expect(cache.index('A')).toBe(idx);
       expect(logSince).not.toHaveBeenCalled();

@@ -16,6 +16,7 @@
  * used first; the key being queried is always kept, so a key larger than the budget is still ranked
  * by its own statistics (it then holds the memory alone).
  */
+import { catchUp, RELOAD } from '../db/change-log';
 import { FTS5_BM25, fts5Idf } from './retrieval-scoring';
 import { tokenize } from './tokenize';
 import type { KeywordIndexRepository, KeywordRow } from './keyword-index.repository';
@@ -413,37 +414,30 @@ export class KeywordIndexCache {
     return n;
   }
 
-  /** The key's index, current as of now. */
+  /** The key's index, current as of now (the catch-up rule: db/change-log.ts). */
   index(apiKeyId: string): TenantKeywordIndex {
+    const log = this.repo.log;
     let copy = this.copies.get(apiKeyId);
-    if (copy) {
-      // Nothing logged since the copy's catch-up (the head is the whole log's): no log read at all.
-      const head = this.repo.logHead();
-      if (head === copy.seq) {
-        this.copies.delete(apiKeyId); // re-inserted: Map order is the LRU order
-        this.copies.set(apiKeyId, copy);
-        return copy.index;
-      }
+    const step = copy ? catchUp(log, apiKeyId, copy.seq, log.head()) : RELOAD;
+    if (copy && step.kind === 'current') {
+      this.copies.delete(apiKeyId); // re-inserted: Map order is the LRU order
+      this.copies.set(apiKeyId, copy);
+      return copy.index;
     }
-    const changes = copy ? this.repo.logSince(apiKeyId, copy.seq) : null;
-    if (copy && changes!.pruned) {
-      copy = undefined; // entries it has not seen were pruned: reload
-      this.drop(apiKeyId);
-    }
-    if (copy) {
+    if (copy && step.kind === 'apply') {
       this.copies.delete(apiKeyId); // re-inserted below: Map order is the LRU order
-      for (const rowId of changes!.rowIds) {
+      for (const rowId of step.rowIds) {
         const row = this.repo.row(apiKeyId, rowId);
         if (row) copy.index.put(row);
         else copy.index.remove(rowId);
       }
-      copy.seq = changes!.head;
-      if (changes!.rowIds.length) this.listener?.changed(apiKeyId, changes!.rowIds);
+      copy.seq = step.head;
+      if (step.rowIds.length) this.listener?.changed(apiKeyId, step.rowIds);
     } else {
-      // The head is read in the same snapshot as the rows: later writes are in the log after it.
-      copy = this.repo.snapshot(apiKeyId, (head, rows) => {
+      if (copy) this.drop(apiKeyId); // entries it has not seen were pruned
+      copy = log.snapshot((head) => {
         const index = new TenantKeywordIndex();
-        for (const r of rows) index.put(r);
+        for (const r of this.repo.rows(apiKeyId)) index.put(r);
         return { index, seq: head };
       });
       this.listener?.reset(apiKeyId);
@@ -480,7 +474,7 @@ export class KeywordIndexCache {
   warm(apiKeyId: string): Promise<void> {
     const held = this.copies.get(apiKeyId);
     // The usual case, a held copy and nothing logged since: one read of the head.
-    if (held && this.repo.logHead() === held.seq) return Promise.resolve();
+    if (held && this.repo.log.head() === held.seq) return Promise.resolve();
     if (held && this.fewPending(apiKeyId, held)) return Promise.resolve();
     if (held) this.drop(apiKeyId); // missed pruned entries or too many changes: reloaded in slices, not synchronously by index()
     let p = this.loading.get(apiKeyId);
@@ -500,7 +494,7 @@ export class KeywordIndexCache {
   current(apiKeyId: string): TenantKeywordIndex | null {
     const copy = this.copies.get(apiKeyId);
     if (!copy) return null;
-    if (this.repo.logHead() === copy.seq) {
+    if (this.repo.log.head() === copy.seq) {
       this.copies.delete(apiKeyId); // re-inserted: Map order is the LRU order
       this.copies.set(apiKeyId, copy);
       return copy.index;
@@ -513,11 +507,12 @@ export class KeywordIndexCache {
    * into the key), reloading in slices is the cheaper and non-blocking way.
    */
   private fewPending(apiKeyId: string, copy: TenantCopy): boolean {
-    return copy.seq >= this.repo.prunedBelow() && this.repo.pendingAtMost(apiKeyId, copy.seq, LOAD_SLICE_ROWS) < LOAD_SLICE_ROWS;
+    return copy.seq >= this.repo.log.prunedBelow() && this.repo.log.pendingAtMost(apiKeyId, copy.seq, LOAD_SLICE_ROWS) < LOAD_SLICE_ROWS;
   }
 
   private async loadInSlices(apiKeyId: string): Promise<void> {
-    const seq = this.repo.logHead();
+    // The head before the first slice (change-log.ts): a row written during the load is applied again after it.
+    const seq = this.repo.log.head();
     const index = new TenantKeywordIndex();
     for (let after = 0; ; ) {
       const rows = this.repo.page(apiKeyId, after, LOAD_SLICE_ROWS);

@@ -1,5 +1,6 @@
 import type { Db } from '../db/connection';
 import { candidateFilterSql, type CandidateFilter } from '../db/candidate-filter';
+import { ChangeLog, logHeadSql } from '../db/change-log';
 import { StatementCache } from '../db/statement-cache';
 import type { PendingReindexRow, VecMeta, VecQuantization } from './types';
 
@@ -44,6 +45,13 @@ const LOG_KEEP = 200_000;
 /** The log is pruned when a sequence number is a multiple of this. */
 const LOG_PRUNE_EVERY = 4096;
 
+/** searchState's one statement (a constant: built once, not per search). */
+const SEARCH_STATE_SQL = `SELECT m.active_dim, m.embedding_signature, m.last_reset_at, m.vec_loaded, s.generation, s.pruned_below,
+    ${logHeadSql('memory_vec_log')},
+    EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'vec_memories'),
+    m.id
+  FROM (SELECT 1) LEFT JOIN memory_vec_meta m ON m.id = 1 LEFT JOIN memory_vec_log_state s ON s.id = 1`;
+
 /** The SQL expression for a float32 blob parameter in the table's storage type ('unit' is right: vectors are normalised). */
 function queryExpr(param: string, q: VecQuantization): string {
   return q === 'int8' ? `vec_quantize_int8(${param}, 'unit')` : param;
@@ -52,9 +60,12 @@ function queryExpr(param: string, q: VecQuantization): string {
 /** The only SQL over `vec_memories`, `memory_vec_meta` and the `needs_reindex` flags. */
 export class VectorRepository {
   private readonly stmts: StatementCache;
+  /** memory_vec_log, appended by every vector write here (logChange). */
+  readonly log: ChangeLog;
 
   constructor(private readonly db: Db) {
     this.stmts = new StatementCache(db);
+    this.log = new ChangeLog(db, 'memory_vec_log');
   }
 
   private stmt(sql: string) {
@@ -71,15 +82,9 @@ export class VectorRepository {
    * the same.
    */
   searchState(): VecSearchState {
-    const r = this.stmt(
-      `SELECT m.active_dim, m.embedding_signature, m.last_reset_at, m.vec_loaded, s.generation, s.pruned_below,
-         (SELECT seq FROM sqlite_sequence WHERE name = 'memory_vec_log'),
-         EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'vec_memories'),
-         m.id
-       FROM (SELECT 1) LEFT JOIN memory_vec_meta m ON m.id = 1 LEFT JOIN memory_vec_log_state s ON s.id = 1`,
-    )
+    const r = this.stmt(SEARCH_STATE_SQL)
       .raw(true)
-      .get() as [number | null, string | null, string | null, number | null, number | null, number | null, number | null, number, number | null];
+      .get() as [number | null, string | null, string | null, number | null, number | null, number | null, number, number, number | null];
     const [activeDim, signature, lastResetAt, vecLoaded, generation, prunedBelow, head, tableExists, metaId] = r;
     let meta = this.lastMeta;
     const tableCreated = vecLoaded === 1;
@@ -92,7 +97,7 @@ export class VectorRepository {
       meta = Object.freeze({ activeDim, signature, lastResetAt, tableCreated });
     }
     this.lastMeta = meta;
-    return { meta, tableExists: tableExists === 1, log: { generation: generation ?? 0, prunedBelow: prunedBelow ?? 0 }, head: head ?? 0 };
+    return { meta, tableExists: tableExists === 1, log: { generation: generation ?? 0, prunedBelow: prunedBelow ?? 0 }, head };
   }
 
   /** The signature the table was built for (null before the first rebuild); one narrow read. */
@@ -202,34 +207,12 @@ export class VectorRepository {
   /** Empties the log and bumps the generation (a rebuild): every in-memory copy reloads. */
   resetLog(): void {
     this.stmt('DELETE FROM memory_vec_log').run();
-    this.stmt('UPDATE memory_vec_log_state SET generation = generation + 1, pruned_below = coalesce((SELECT seq FROM sqlite_sequence WHERE name = \'memory_vec_log\'), 0) WHERE id = 1').run();
+    this.stmt(`UPDATE memory_vec_log_state SET generation = generation + 1, pruned_below = ${logHeadSql('memory_vec_log')} WHERE id = 1`).run();
   }
 
   logState(): VecLogState {
     const r = this.stmt('SELECT generation, pruned_below AS prunedBelow FROM memory_vec_log_state WHERE id = 1').get() as VecLogState | undefined;
     return r ?? { generation: 0, prunedBelow: 0 };
-  }
-
-  /** The newest sequence number of the log (0 when empty and never written). */
-  logHead(): number {
-    const r = this.stmt("SELECT seq FROM sqlite_sequence WHERE name = 'memory_vec_log'").get() as { seq: number } | undefined;
-    return r?.seq ?? 0;
-  }
-
-  /**
-   * The tenant's changed memory_ids after `afterSeq` up to `head`, the whole log's newest entry (an
-   * idle tenant's copy keeps up with the head instead of falling behind the prune mark through other
-   * tenants' writes). `pruned`: entries after `afterSeq` may be gone, or the log went back: reload.
-   * The mark is read last: a prune (or a reset) deletes entries and raises it in one transaction, so
-   * an entry missing from the read below was removed by a transaction the mark's read sees.
-   */
-  logSince(apiKeyId: string, afterSeq: number): { head: number; pruned: boolean; rowIds: number[] } {
-    const head = this.logHead();
-    const rows = this.stmt('SELECT memory_id AS rowId FROM memory_vec_log WHERE api_key_id = ? AND seq > ? AND seq <= ? ORDER BY seq').all(apiKeyId, afterSeq, head) as {
-      rowId: number;
-    }[];
-    const pruned = afterSeq < this.logState().prunedBelow || head < afterSeq;
-    return { head, pruned, rowIds: pruned ? [] : [...new Set(rows.map((r) => r.rowId))] };
   }
 
   /** A memory's stored vector in the tenant's partition (raw bytes: float32 or int8), or null when it has none there. */

@@ -4,6 +4,7 @@ import { tempStorage } from '../../test/helpers/storage';
 import { mulberry32 as rng } from '../../test/helpers/prng';
 import type { Env } from '../config/env';
 import type { MemoryRecord } from '../memory/types';
+import type { VectorRepository } from './sqlite-vec.repository';
 import { normalise, SqliteVecStore } from './sqlite-vec.store';
 import { DotScanMatrix } from './dot-scan';
 
@@ -124,8 +125,8 @@ describe('SqliteVecStore with the in-memory WebAssembly scan (issue #14)', () =>
     put(api.store, rows, () => randomUnit(dim, r));
     const q = randomUnit(dim, r);
     const first = api.store.knn('t', q, 5, { nowIso: now() }); // loads the copy
-    const repo = (api.store.scanCache as unknown as { repo: { logSince: (...a: unknown[]) => unknown } }).repo;
-    const logSince = jest.spyOn(repo, 'logSince');
+    const log = (api.store.scanCache as unknown as { repo: VectorRepository }).repo.log;
+    const logSince = jest.spyOn(log, 'since');
     expect(api.store.knn('t', q, 5, { nowIso: now() })).toEqual(first);
     expect(logSince).not.toHaveBeenCalled();
     const [fresh] = api.create([memoryInput({ apiKeyId: 't' })]);
@@ -133,6 +134,25 @@ describe('SqliteVecStore with the in-memory WebAssembly scan (issue #14)', () =>
     expect(api.store.knn('t', q, 1, { nowIso: now() })[0]!.id).toBe(fresh!.id);
     expect(logSince).toHaveBeenCalledTimes(1);
     logSince.mockRestore();
+  });
+
+  it('reloads a copy whose log generation changed even when the head did not move (change-log.ts: the reader compares it first)', () => {
+    const env = testEnv();
+    const api = open(env);
+    const dim = 8;
+    const r = rng(10);
+    const rows = api.create(Array.from({ length: 20 }, () => memoryInput({ apiKeyId: 't' })));
+    api.store.rebuild(`static:m:${dim}`, dim);
+    put(api.store, rows, () => randomUnit(dim, r));
+    const q = randomUnit(dim, r);
+    const [top] = api.store.knn('t', q, 1, { nowIso: now() }); // loads the copy
+    // The table changed under an emptied log (as a rebuild does): no entry, the same head, a new generation.
+    const db = api.s.db.db;
+    const head = (api.store.scanCache as unknown as { repo: VectorRepository }).repo.log.head();
+    db.prepare('DELETE FROM vec_memories WHERE memory_id = ?').run(BigInt(rows.find((m) => m.id === top!.id)!.rowId));
+    db.prepare('UPDATE memory_vec_log_state SET generation = generation + 1 WHERE id = 1').run();
+    expect((api.store.scanCache as unknown as { repo: VectorRepository }).repo.log.head()).toBe(head);
+    expect(api.store.knn('t', q, 1, { nowIso: now() })[0]!.id).not.toBe(top!.id);
   });
 
   it('a warm search reads SQLite once when nothing changed and the caller vouches for every top row (index state in one statement, no liveIds)', () => {
@@ -232,13 +252,13 @@ describe('SqliteVecStore with the in-memory WebAssembly scan (issue #14)', () =>
     api.store.knn('t', q, 3, { nowIso: now() });
     // A change the copy has not seen; then another process prunes the log right after this one read the mark.
     put(api.store, [rows[0]!], () => q);
-    const repo = (api.store.scanCache as unknown as { repo: { logState(): unknown; logHead(): number } }).repo;
-    const cut = repo.logHead();
+    const log = (api.store.scanCache as unknown as { repo: VectorRepository }).repo.log;
+    const cut = log.head();
     // A later change that survives the prune: the copy's position moves past the cut.
     put(api.store, [rows[1]!], () => randomUnit(dim, r));
-    const real = repo.logState.bind(repo);
+    const real = log.prunedBelow.bind(log);
     let once = true;
-    jest.spyOn(repo, 'logState').mockImplementation(() => {
+    jest.spyOn(log, 'prunedBelow').mockImplementation(() => {
       const state = real();
       if (once) {
         once = false;

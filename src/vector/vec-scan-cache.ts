@@ -1,3 +1,4 @@
+import { catchUp, RELOAD } from '../db/change-log';
 import { DotScanMatrix, dotScanModule, type ScanHit } from './dot-scan';
 import type { VectorRepository } from './sqlite-vec.repository';
 import type { VecQuantization } from './types';
@@ -104,36 +105,36 @@ export class VecScanCache {
       this.clear();
       this.identity = { signature: table.signature, lastResetAt: table.lastResetAt, generation, dim: table.dim, quantization: table.quantization };
     }
+    const log = this.repo.log;
     let copy = this.copies.get(apiKeyId);
-    // Nothing logged since the copy's catch-up (its seq is the whole log's head then): no log read.
-    if (copy && (snapshot ? snapshot.head : this.repo.logHead()) === copy.seq) {
+    // The catch-up rule (db/change-log.ts); the head as the caller read it with the generation when it did.
+    const step = copy ? catchUp(log, apiKeyId, copy.seq, snapshot ? snapshot.head : log.head()) : RELOAD;
+    if (copy && step.kind === 'current') {
       this.copies.delete(apiKeyId); // re-inserted: Map order is the LRU order
       this.copies.set(apiKeyId, copy);
       return copy;
     }
-    const changes = copy ? this.repo.logSince(apiKeyId, copy.seq) : null;
-    if (copy && changes!.pruned) {
-      // Entries this copy has not seen were pruned (or the log went back): reload.
+    if (copy && step.kind === 'reload') {
       this.drop(apiKeyId);
       copy = undefined;
     }
-    if (copy && changes) {
+    if (copy && step.kind === 'apply') {
       this.copies.delete(apiKeyId); // re-inserted below: Map order is the LRU order
       const before = copy.matrix.bytes;
       // Room for the new rows, grown at most to what the budget can hold: doubling a copy of more
       // than half the budget would push it over, drop it, and reload it whole at the next search
       // (then double again at the next insert), so a steadily written tenant was reloaded per write.
-      const need = copy.matrix.size + changes.rowIds.filter((id) => !copy!.matrix.has(id)).length;
+      const need = copy.matrix.size + step.rowIds.filter((id) => !copy!.matrix.has(id)).length;
       if (need > copy.matrix.rowCapacity) {
         copy.matrix.reserve(Math.max(need, Math.min(copy.matrix.rowCapacity * 2, DotScanMatrix.capacityWithin(this.budgetBytes, table.dim))));
       }
-      for (const rowId of changes.rowIds) {
+      for (const rowId of step.rowIds) {
         const raw = this.repo.vectorOf(apiKeyId, rowId);
         const unit = raw ? decodeVector(raw, table.dim, table.quantization) : null;
         if (unit) copy.matrix.set(rowId, unit);
         else copy.matrix.delete(rowId);
       }
-      copy.seq = changes.head;
+      copy.seq = step.head;
       this.held += copy.matrix.bytes - before;
       this.copies.set(apiKeyId, copy);
     } else {
@@ -142,13 +143,15 @@ export class VecScanCache {
       // holds (capacityWithin counts the page rounding), not bytesFor(rows), which a copy up to a page larger passed,
       // was built, evicted every other tenant's copy and then dropped itself, at every search of that tenant.
       if (Math.max(64, rows) > DotScanMatrix.capacityWithin(this.budgetBytes, table.dim)) return null;
-      // The head is read before the rows: a write committed in between is re-applied next time (idempotent).
-      const seq = this.repo.logHead();
       const matrix = new DotScanMatrix(module, table.dim, Math.max(64, rows));
-      for (const r of this.repo.partitionVectors(apiKeyId)) {
-        const unit = decodeVector(r.embedding, table.dim, table.quantization);
-        if (unit) matrix.set(r.rowId, unit);
-      }
+      // The head read first, in the same read transaction as the rows.
+      const seq = log.snapshot((head) => {
+        for (const r of this.repo.partitionVectors(apiKeyId)) {
+          const unit = decodeVector(r.embedding, table.dim, table.quantization);
+          if (unit) matrix.set(r.rowId, unit);
+        }
+        return head;
+      });
       copy = { matrix, seq };
       this.copies.set(apiKeyId, copy);
       this.held += matrix.bytes;
