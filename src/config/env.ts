@@ -1,5 +1,5 @@
 import path from 'node:path';
-import ipaddr from 'ipaddr.js';
+import proxyaddr from 'proxy-addr';
 import { z } from 'zod';
 import { QUEUE_NAMES, type QueueName } from './queue-names';
 
@@ -22,12 +22,17 @@ const envBool = (def: boolean) =>
       return z.NEVER;
     });
 
-const TRUST_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
-/** One entry of a TRUST_PROXY list, as express's proxy-addr takes it: a name, an address, address/prefix, IPv4 address/netmask. */
+/**
+ * One entry of a TRUST_PROXY list as express will take it (a name, an address, address/prefix, IPv4 address/netmask):
+ * asked of proxy-addr itself, which express compiles `trust proxy` with, so what passes here cannot fail at startup.
+ */
 const trustEntry = (e: string): boolean => {
-  if (TRUST_NAMES.has(e) || ipaddr.isValid(e) || ipaddr.isValidCIDR(e)) return true;
-  const [ip, mask, more] = e.split('/');
-  return more === undefined && mask !== undefined && ipaddr.IPv4.isValid(ip) && ipaddr.IPv4.isValid(mask) && ipaddr.IPv4.parse(mask).prefixLengthFromSubnetMask() !== null;
+  try {
+    proxyaddr.compile([e]);
+    return true;
+  } catch {
+    return false;
+  }
 };
 
 /**

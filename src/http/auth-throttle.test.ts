@@ -18,6 +18,12 @@ describe('throttleAddress: what the auth brake counts one client by', () => {
     expect(throttleAddress('fe80::1%eth0')).toBe('fe80:0:0:0::/64');
   });
 
+  it('a port a proxy appended is dropped', () => {
+    expect(throttleAddress('203.0.113.7:5555')).toBe('203.0.113.7');
+    expect(throttleAddress('[2001:db8:1:2::9]:443')).toBe('2001:db8:1:2::/64');
+    expect(throttleAddress('[::ffff:203.0.113.7]:80')).toBe('203.0.113.7');
+  });
+
   it('what is not an address is counted as written', () => {
     expect(throttleAddress('unknown')).toBe('unknown');
     expect(throttleAddress('not:an:address')).toBe('not:an:address');

@@ -122,15 +122,20 @@ export const clientIp = (req: Request): string =>
   );
 
 const MAPPED_V4 = '::ffff:';
+const PORT_SUFFIX = /^(?:(\d{1,3}(?:\.\d{1,3}){3})|\[([0-9A-Fa-f:.]+(?:%[^\]]*)?)\]):\d{1,5}$/;
 
 /**
  * How the throttle groups addresses: an IPv4 address as is, also written IPv4-mapped (`::ffff:192.0.2.1`, as a
  * dual-stack listener reports IPv4 peers: one client, one count); an IPv6 address by its /64 (`2001:db8:0:1::/64`), the
  * block one subscriber, host or VM is given, so an attacker cannot rotate through 2^64 addresses for 2^64 × the limit
- * guesses. Anything else (not an IP: a garbage X-Forwarded-For entry from a trusted proxy) is counted as written.
+ * guesses. An address with a port appended is the address. Anything else (not an IP: a garbage X-Forwarded-For entry
+ * from a trusted proxy) is counted as written.
  */
 export function throttleAddress(ip: string): string {
   if (!ip.includes(':')) return ip;
+  // A proxy that appends the client's port (`192.0.2.1:5555`, `[2001:db8::1]:5555`): one client, whatever its port.
+  const withPort = PORT_SUFFIX.exec(ip);
+  if (withPort) return throttleAddress(withPort[1] ?? withPort[2]!);
   if (ip.startsWith(MAPPED_V4) && net.isIPv4(ip.slice(MAPPED_V4.length))) return ip.slice(MAPPED_V4.length);
   if (!ipaddr.IPv6.isValid(ip)) return ip;
   const v6 = ipaddr.IPv6.parse(ip);
