@@ -143,6 +143,20 @@ describe('jsonBody: its own reader and body-parser agree', () => {
     expect(ok.status).toBe(200);
   });
 
+  test('a BOM-less UTF-16 body is scanned as body-parser decodes it: a repeat is refused, a good body taken, the depth limit held', async () => {
+    // iconv-lite (body-parser) guesses big-endian from these bytes; the WHATWG `utf-16` label would read them little-endian.
+    const be = (text: string) => Buffer.from(text, 'utf16le').swap16();
+    const send = (text: string) => rawRequest(port, { method: 'POST', path: '/echo', headers: { 'content-type': 'application/json; charset=utf-16' }, body: be(text) });
+    // Each U+3A00 is a `:` when read little-endian: two of them made the counts agree.
+    const repeat = await send('{"model":"a","model":"b","x":"\u3a00\u3a00"}');
+    expect({ status: repeat.status, code: JSON.parse(repeat.body.toString('utf8')).code }).toEqual({ status: 400, code: 'duplicate_json_key' });
+    const good = await send('{"model":"m","messages":[]}');
+    expect(good.status).toBe(200);
+    expect(JSON.parse(good.body.toString('utf8')).body).toEqual({ model: 'm', messages: [] });
+    const deep = await send(`${'['.repeat(100)}${']'.repeat(100)}`);
+    expect(deep.status).toBe(400);
+  });
+
   test('random JSON texts, with random blanks around them', async () => {
     await fc.assert(
       fc.asyncProperty(fc.json({ maxDepth: 4 }), fc.constantFrom('', ' ', '\n\t', '\r\n  '), async (text, pad) => {

@@ -1,5 +1,6 @@
 import { isUtf8 as isUtf8Text } from 'node:buffer';
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
+import iconv from 'iconv-lite';
 import type { z } from 'zod';
 import { AppError, validationError } from '../errors';
 import { countOwnKeys, findDuplicateKey, scanJson } from './json-scan';
@@ -236,7 +237,9 @@ function jsonParser(opts: { limit: number; maxDepth: number; keepRaw?: boolean }
     limit: opts.limit,
     verify: (req, _res, buf, encoding) => {
       const isUtf8 = /^utf-?8$/i.test(encoding);
-      const utf8 = isUtf8 ? buf : Buffer.from(new TextDecoder(encoding).decode(buf), 'utf8');
+      // Decoded as body-parser decodes what it parses (iconv-lite): the WHATWG decoder reads a BOM-less `utf-16` as
+      // little-endian where iconv-lite guesses from the bytes, so the scan would count another text than was parsed.
+      const utf8 = isUtf8 ? buf : Buffer.from(iconv.decode(buf, encoding), 'utf8');
       const members = scanJson(utf8, opts.maxDepth);
       if (members < 0) throw tooDeep(opts.maxDepth);
       (req as ScannedCarrier)[SCANNED] = { members, utf8 };
