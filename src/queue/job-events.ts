@@ -87,7 +87,7 @@ export class JobEventsHub {
 
   /**
    * Registers how to end one open event stream when the api shuts down; returns the unregister (idempotent). After
-   * endStreams, a stream registered is told at once: it ends as soon as it has sent the job's current state.
+   * endStreams, a stream registered is told at once.
    */
   trackStream(endForShutdown: () => void): () => void {
     if (this.ending) {

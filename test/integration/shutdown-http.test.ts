@@ -114,6 +114,34 @@ describe('api shutdown with a job event stream open', () => {
   });
 });
 
+describe('api shutdown with a job event stream still starting', () => {
+  it('answers it 503 at once instead of holding close() while it waits on Redis', async () => {
+    const exit = jest.fn();
+    const api = await startApi(testEnv({ PORT: '0', SHUTDOWN_GRACE_MS: String(GRACE_MS) }), silentLog(), { exit });
+    // Redis slow to start the event reader: the subscription hangs until released.
+    let release: (off: () => void) => void = () => undefined;
+    jest.spyOn(api.ctx.jobEvents, 'subscribe').mockImplementation(() => new Promise((r) => (release = r)));
+    const agent = new http.Agent({ keepAlive: false });
+    try {
+      await waitUntil(() => api.ctx.queues.isReady(), 10_000, 'the api connected to Redis');
+      const stream = send(agent, api.port, 'GET', '/api/jobs/reindex/some-job/events', { authorization: `Bearer ${TEST_TOKEN}` });
+      await waitUntil(() => api.ctx.jobEvents.streamCount() === 1, 10_000, 'the stream to be registered');
+      const t0 = Date.now();
+      const stopping = api.stop();
+      const r = await stream;
+      expect(r.status).toBe(503);
+      expect(JSON.parse(r.body).error.code).toBe('shutting_down');
+      await stopping;
+      expect(Date.now() - t0).toBeLessThan(GRACE_MS / 2);
+      expect(exit).not.toHaveBeenCalled();
+      release(() => undefined);
+    } finally {
+      agent.destroy();
+      await api.stop();
+    }
+  });
+});
+
 describe('api start on a port that is taken', () => {
   it('rejects with EADDRINUSE (instead of resolving with a server that never listened) and closes what it opened', async () => {
     const squatter = net.createServer();

@@ -4,6 +4,7 @@ import type { ApiContext } from '../api-context';
 import { conflict, notFound, unavailable } from '../../errors';
 import type { JobEvent } from '../../queue/job-events';
 import { QUEUE_NAMES } from '../../config/queue-names';
+import { sendError } from '../error-handler';
 import { handle } from '../validate';
 import { jobParams, listJobsQuery, outboxParams } from './jobs.schema';
 
@@ -133,8 +134,6 @@ export function jobsRoutes(ctx: ApiContext): Router {
       let unsubscribe: (() => void) | null = null;
       let stopHeartbeat: (() => void) | null = null;
       let untrack: (() => void) | null = null;
-      // Shutdown asked for the end before the stream had started: it ends once the current state is sent.
-      let endAfterState = false;
       const pending: JobEvent[] = [];
       const release = () => {
         stopHeartbeat?.();
@@ -152,14 +151,13 @@ export function jobsRoutes(ctx: ApiContext): Router {
       };
       // 'close' fires when the connection goes away or the response has ended, whichever comes first.
       res.once('close', end);
-      // At shutdown: a comment saying why (clients see the stream end without completed/failed and reopen it), then the end.
+      // At shutdown: a comment saying why (clients see the stream end without completed/failed and reopen it), then the
+      // end; a stream not started yet (still subscribing or reading the job, e.g. while Redis is slow) is a 503 at once,
+      // and the handler, finding it closed, stops there.
       const endForShutdown = () => {
         if (closed) return;
-        if (!streaming) {
-          endAfterState = true;
-          return;
-        }
-        res.write(': the server is shutting down; reopen this stream\n\n');
+        if (streaming) res.write(': the server is shutting down; reopen this stream\n\n');
+        else if (!res.headersSent) sendError(res, 503, 'shutting_down', 'The server is shutting down; open this stream again');
         end();
       };
       untrack = ctx.jobEvents.trackStream(endForShutdown);
@@ -195,7 +193,6 @@ export function jobsRoutes(ctx: ApiContext): Router {
         for (const e of pending.splice(0)) send(e);
         if (desc.state === 'completed') send({ type: 'completed', returnvalue: desc.returnvalue });
         else if (desc.state === 'failed') send({ type: 'failed', failedReason: desc.failedReason ?? '' });
-        if (endAfterState) endForShutdown();
         return undefined;
       } catch (err) {
         release();
