@@ -229,7 +229,16 @@ function MemoryItem({ m, keys, onChanged }: { m: Memory; keys: KeyInfo[]; onChan
           </p>
           <ErrorText error={error} />
           <div class="actions">
-            <button type="button" ref={editBtn} onClick={() => setEditing(true)} aria-label={`Edit ${m.key}`}>
+            <button
+              type="button"
+              ref={editBtn}
+              onClick={() => {
+                // From the memory as shown now (the list may have refreshed since): a stale draft would undo others' edits.
+                setDraft({ key: m.key, content: m.content, type: m.type });
+                setEditing(true);
+              }}
+              aria-label={`Edit ${m.key}`}
+            >
               Edit
             </button>
             <button type="button" onClick={() => setShowHistory(!showHistory)} aria-expanded={showHistory} aria-label={`History of ${m.key}`}>
