@@ -1,4 +1,4 @@
-import type { Statement } from 'better-sqlite3';
+import type { Statement, Transaction } from 'better-sqlite3';
 import type { Db } from '../db/connection';
 
 /** A pending row; the payload is the stored JSON text (parsed, and judged, by the flush). */
@@ -43,6 +43,7 @@ function toQuarantined(r: QuarantinedRow): QuarantinedOutboxRow {
  */
 export class OutboxRepository {
   private insertTracked: Statement | undefined;
+  private addTrackedBatch: Transaction<(batch: ReadonlyArray<{ jobName: string; jobId: string; payload: unknown; now: string }>) => void> | undefined;
 
   constructor(private readonly db: Db) {}
 
@@ -98,6 +99,15 @@ export class OutboxRepository {
     // Once per chat on the api's request path: prepared once.
     this.insertTracked ??= this.db.prepare('INSERT INTO outbox (job_name, job_id, payload, created_at, queued_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING');
     this.insertTracked.run(jobName, jobId, JSON.stringify(payload), now, now);
+  }
+
+  /** Several durable jobs' records (addTracked each) in one write transaction: one commit for all of them. */
+  addTrackedMany(rows: ReadonlyArray<{ jobName: string; jobId: string; payload: unknown; now: string }>): void {
+    if (rows.length === 1) return this.addTracked(rows[0].jobName, rows[0].jobId, rows[0].payload, rows[0].now);
+    this.addTrackedBatch ??= this.db.transaction((batch: ReadonlyArray<{ jobName: string; jobId: string; payload: unknown; now: string }>) => {
+      for (const r of batch) this.addTracked(r.jobName, r.jobId, r.payload, r.now);
+    });
+    this.addTrackedBatch.immediate(rows);
   }
 
   /** Redis did not take a tracked job: the relay moves it at once, like any outbox row. */

@@ -76,6 +76,9 @@ export class QueueLayer {
   private readonly queues = new Map<QueueName, Queue>();
   private readonly outbox: OutboxRepository;
   private closed = false;
+  /** Durable jobs' records asked for in this turn of the event loop, written together at its end (recordTracked). */
+  private tracked: Array<{ jobName: string; jobId: string; payload: unknown; now: string; done: (err: Error | null) => void }> = [];
+  private trackedFlush: NodeJS.Immediate | null = null;
 
   constructor(
     readonly env: Env,
@@ -126,7 +129,7 @@ export class QueueLayer {
     let durable = (JOBS[name] as JobSpec).durable === true;
     if (durable) {
       try {
-        this.outbox.addTracked(name, opts.jobId, data, nowIso());
+        await this.recordTracked(name, opts.jobId, data);
       } catch (err) {
         durable = false;
         this.log.warn({ job: name, jobId: opts.jobId, err: { message: (err as Error).message } }, 'could not record the durable job in SQLite; adding it untracked');
@@ -156,6 +159,31 @@ export class QueueLayer {
     this.outbox.add(name, opts.jobId, data, nowIso());
     return { jobId: opts.jobId, queue, via: 'outbox', deduplicated: false };
   }
+
+  /**
+   * A durable job's record (OutboxRepository.addTracked), committed when this resolves. The records of every chat that
+   * finished in one turn of the event loop are written in one transaction at its end (a commit costs more than its
+   * rows: the table's and two indexes' pages go to the WAL once per commit); a failed commit fails each of them.
+   */
+  private recordTracked(jobName: string, jobId: string, payload: unknown): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.tracked.push({ jobName, jobId, payload, now: nowIso(), done: (err) => (err ? reject(err) : resolve()) });
+      this.trackedFlush ??= setImmediate(this.flushTracked);
+    });
+  }
+
+  private readonly flushTracked = (): void => {
+    const batch = this.tracked;
+    this.tracked = [];
+    this.trackedFlush = null;
+    let failure: Error | null = null;
+    try {
+      this.outbox.addTrackedMany(batch);
+    } catch (err) {
+      failure = err as Error;
+    }
+    for (const r of batch) r.done(failure);
+  };
 
   /**
    * Adds a job that follows a change already committed to SQLite (after-commit hooks), in any
@@ -332,6 +360,11 @@ export class QueueLayer {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    // Records still waiting for the turn's end are written now, while SQLite is open.
+    if (this.trackedFlush) {
+      clearImmediate(this.trackedFlush);
+      this.flushTracked();
+    }
     // Disconnect first, then let every queue's initialisation settle while its error listener is
     // still attached: BullMQ's close() drops the listeners at once, and an initialisation that fails
     // after that (the socket closing under it) is emitted as an 'error' nobody hears, which kills
