@@ -1,8 +1,8 @@
 import net from 'node:net';
 import type { Request, Response } from 'express';
-import ipaddr from 'ipaddr.js';
 import { LRUCache } from 'lru-cache';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
+import { ipv6Bytes } from '../net/address-class';
 import { sendError } from './error-handler';
 
 export interface AuthThrottleOptions {
@@ -137,11 +137,11 @@ export function throttleAddress(ip: string): string {
   const withPort = PORT_SUFFIX.exec(ip);
   if (withPort) return throttleAddress(withPort[1] ?? withPort[2]!);
   if (ip.startsWith(MAPPED_V4) && net.isIPv4(ip.slice(MAPPED_V4.length))) return ip.slice(MAPPED_V4.length);
-  if (!ipaddr.IPv6.isValid(ip)) return ip;
-  const v6 = ipaddr.IPv6.parse(ip);
-  if (v6.isIPv4MappedAddress()) return v6.toIPv4Address().toString();
-  const p = v6.parts;
-  return `${p[0].toString(16)}:${p[1].toString(16)}:${p[2].toString(16)}:${p[3].toString(16)}::/64`;
+  const b = ipv6Bytes(ip);
+  if (!b) return ip;
+  if (b.slice(0, 10).every((x) => x === 0) && b[10] === 0xff && b[11] === 0xff) return b.slice(12).join('.');
+  const word = (i: number) => ((b[i] << 8) | b[i + 1]).toString(16);
+  return `${word(0)}:${word(2)}:${word(4)}:${word(6)}::/64`;
 }
 
 /** The 429 of a blocked IP: Retry-After and the error shape (OpenAI's on /v1). */

@@ -1,4 +1,5 @@
 import net from 'node:net';
+import ipaddr from 'ipaddr.js';
 
 /** What an outbound target is: a public address, a private/loopback/link-local one, or cloud metadata (always refused). */
 export type AddressClass = 'public' | 'private' | 'metadata';
@@ -24,28 +25,12 @@ function classifyIpv4(b: number[]): AddressClass {
   return 'public';
 }
 
-/** 16 bytes of an IPv6 literal (zone id ignored), or null when it is not one. */
-function ipv6Bytes(ip: string): number[] | null {
+/** 16 bytes of an IPv6 literal (brackets and zone id ignored), or null when it is not one. Also the auth brake's (auth-throttle.ts). */
+export function ipv6Bytes(ip: string): number[] | null {
   let s = ip.replace(/^\[|\]$/g, '');
   const zone = s.indexOf('%');
   if (zone >= 0) s = s.slice(0, zone);
-  if (!net.isIPv6(s)) return null;
-  const lastColon = s.lastIndexOf(':');
-  const tail = s.slice(lastColon + 1);
-  if (tail.includes('.')) {
-    const v4 = ipv4Bytes(tail);
-    s = `${s.slice(0, lastColon + 1)}${((v4[0] << 8) | v4[1]).toString(16)}:${((v4[2] << 8) | v4[3]).toString(16)}`;
-  }
-  const [head, rest] = s.split('::');
-  const h = head ? head.split(':') : [];
-  const r = rest !== undefined && rest !== '' ? rest.split(':') : [];
-  const groups = rest === undefined ? h : [...h, ...Array(8 - h.length - r.length).fill('0'), ...r];
-  const out: number[] = [];
-  for (const g of groups) {
-    const n = parseInt(g, 16);
-    out.push(n >> 8, n & 0xff);
-  }
-  return out;
+  return net.isIPv6(s) ? ipaddr.IPv6.parse(s).toByteArray() : null;
 }
 
 function classifyIpv6(b: number[]): AddressClass {
