@@ -6,27 +6,33 @@
  *   node proxy-child.js bare <upstream port> the floor: node:http in, an undici Pool out, the bytes passed through
  *                                            both ways (no parse, no auth, no log, no metrics): what any Node proxy pays
  * It talks to the parent over IPC: {type:'ready', port} once listening; answers {cmd:'stats'} with its
- * CPU time and RSS (peak since the last {cmd:'stats', reset:true}; with detail:true also process.memoryUsage()), {cmd:'memory', enabled} by switching
+ * CPU time, GC pauses and RSS (peak since the last {cmd:'stats', reset:true}; with detail:true also process.memoryUsage()), {cmd:'memory', enabled} by switching
  * memory on or off, {cmd:'profile', action:'start'|'stop', file} with a V8 CPU profile of the span between,
- * {cmd:'alloc', action:'start'|'stop', file} with a sampled allocation profile (.heapprofile, collected objects included),
- * {cmd:'heap', file?} with the memory after two full collections (and a heap snapshot written to file).
+ * {cmd:'alloc', action:'start'|'stop', file, survivors?} with a sampled allocation profile (.heapprofile, collected objects
+ * included; with survivors, not those a scavenge collected),
+ * {cmd:'heap', file?} with the memory after two full collections (and a heap snapshot written to file),
+ * {cmd:'phases', action:'start'|'stop'} with each request's phases between (PhaseTimer; one request at a time).
  */
+import diagnostics from 'node:diagnostics_channel';
 import fs from 'node:fs';
 import http from 'node:http';
 import inspector from 'node:inspector';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
+import { constants as perfConstants, performance, PerformanceObserver } from 'node:perf_hooks';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { Pool } from 'undici';
 
 interface Msg {
-  cmd: 'stats' | 'memory' | 'profile' | 'alloc' | 'heap' | 'exit';
+  cmd: 'stats' | 'memory' | 'profile' | 'alloc' | 'heap' | 'phases' | 'exit';
   reset?: boolean;
   detail?: boolean;
   enabled?: boolean;
   action?: 'start' | 'stop';
   file?: string;
+  /** alloc: leave out what scavenges collected (what is left was promoted to the old space, or is still live). */
+  survivors?: boolean;
 }
 
 const send = (m: unknown) => process.send?.(m);
@@ -139,8 +145,76 @@ async function runBare(upstreamPort: number): Promise<void> {
   serveCommands((server.address() as AddressInfo).port, () => undefined);
 }
 
-/** Answers the parent's commands (stats, memory, profile, alloc, heap, exit) and reports ready on `port`. */
+/** The moments of one proxied request, in ms (performance.now), from Node's and undici's diagnostics channels. */
+export interface RequestPhases {
+  /** http.server.request.start: the client's request head parsed. */
+  received: number;
+  /** undici:request:create: the upstream call made. */
+  upstreamCalled?: number;
+  /** undici:client:sendHeaders: its head written to the socket. */
+  upstreamSent?: number;
+  /** undici:request:headers: the upstream's status and headers arrived. */
+  upstreamAnswered?: number;
+  /** undici:request:trailers: the upstream's body ended. */
+  upstreamEnded?: number;
+  /** http.server.response.finish: the answer handed to the kernel. */
+  finished?: number;
+}
+
+/**
+ * Where a lone request's time goes inside a proxy process: the phases of each request while on (sequential chats only:
+ * with one request in flight, the events pair up in order). Subscribing makes undici publish, a few µs per request.
+ */
+class PhaseTimer {
+  private current: RequestPhases | null = null;
+  private done: RequestPhases[] = [];
+  private readonly subs: Array<[string, (m: unknown) => void]> = [
+    ['http.server.request.start', () => this.open()],
+    ['undici:request:create', () => this.mark('upstreamCalled')],
+    ['undici:client:sendHeaders', () => this.mark('upstreamSent')],
+    ['undici:request:headers', () => this.mark('upstreamAnswered')],
+    ['undici:request:trailers', () => this.mark('upstreamEnded')],
+    ['http.server.response.finish', () => this.close()],
+  ];
+
+  start(): void {
+    this.done = [];
+    for (const [name, fn] of this.subs) diagnostics.subscribe(name, fn);
+  }
+
+  stop(): RequestPhases[] {
+    for (const [name, fn] of this.subs) diagnostics.unsubscribe(name, fn);
+    return this.done;
+  }
+
+  private open(): void {
+    this.current = { received: performance.now() };
+  }
+
+  private mark(k: Exclude<keyof RequestPhases, 'received'>): void {
+    if (this.current && this.current[k] === undefined) this.current[k] = performance.now();
+  }
+
+  private close(): void {
+    if (!this.current) return;
+    this.current.finished = performance.now();
+    this.done.push(this.current);
+    this.current = null;
+  }
+}
+
+/** Answers the parent's commands (stats, memory, profile, alloc, heap, phases, exit) and reports ready on `port`. */
 function serveCommands(port: number, setMemory: (enabled: boolean) => void): void {
+  // Main-thread GC pauses (count and ms) by kind since start: minor = scavenge, major = mark-compact's final pause.
+  const gc = { minor: 0, minorMs: 0, major: 0, majorMs: 0, other: 0, otherMs: 0 };
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) {
+      const kind = (e as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind;
+      const k = kind === perfConstants.NODE_PERFORMANCE_GC_MINOR ? 'minor' : kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR ? 'major' : 'other';
+      gc[k]++;
+      gc[`${k}Ms`] += e.duration;
+    }
+  }).observe({ entryTypes: ['gc'] });
   // memoryUsage.rss() alone: memoryUsage() walks the V8 heap spaces too, which showed up in the profile.
   let peakRss = process.memoryUsage.rss();
   const sampler = setInterval(() => {
@@ -151,14 +225,20 @@ function serveCommands(port: number, setMemory: (enabled: boolean) => void): voi
   session.connect();
   const post = (method: string, params?: object) =>
     new Promise<unknown>((resolve, reject) => session.post(method, params ?? {}, (err, res) => (err ? reject(err) : resolve(res))));
+  const phases = new PhaseTimer();
   process.on('message', (m: Msg) => {
     void (async () => {
+      if (m.cmd === 'phases') {
+        if (m.action === 'start') phases.start();
+        send({ type: 'phases', phases: m.action === 'stop' ? phases.stop() : [] });
+        return;
+      }
       if (m.cmd === 'stats') {
         const rss = process.memoryUsage.rss();
         peakRss = Math.max(peakRss, rss);
         // The breakdown only on request: memoryUsage() walks the heap spaces.
         const spaces = m.detail ? Object.fromEntries(v8.getHeapSpaceStatistics().map((x) => [x.space_name, x.space_size])) : undefined;
-        send({ type: 'stats', cpu: process.cpuUsage(), rss, peakRss, ...(m.detail ? { memory: process.memoryUsage(), spaces } : {}) });
+        send({ type: 'stats', cpu: process.cpuUsage(), rss, peakRss, gc: { ...gc }, ...(m.detail ? { memory: process.memoryUsage(), spaces } : {}) });
         if (m.reset) peakRss = rss;
       } else if (m.cmd === 'memory') {
         setMemory(m.enabled === true);
@@ -177,7 +257,7 @@ function serveCommands(port: number, setMemory: (enabled: boolean) => void): voi
         // Sampled allocations by site, the collected ones included: what a chat allocates, garbage or not.
         if (m.action === 'start') {
           await post('HeapProfiler.enable');
-          await post('HeapProfiler.startSampling', { samplingInterval: 16_384, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+          await post('HeapProfiler.startSampling', { samplingInterval: 16_384, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: m.survivors !== true });
         } else {
           const { profile } = (await post('HeapProfiler.stopSampling')) as { profile: unknown };
           fs.writeFileSync(m.file!, JSON.stringify(profile));

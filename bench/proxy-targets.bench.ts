@@ -11,6 +11,9 @@
  *
  * Options: --before=<dir holding src/api.js's dist root>  --duration=<s>  --memories=<n per key>
  *          --profile=<dir> (an extra profiled run per build and mode: .cpuprofile files + top self-time table)
+ *          --node-options=<flags> / --env=<K=V,...> (for this build's api only, to weigh them against --before)
+ *          --sequential-profile=<dir> (V8 CPU profiles of the sequential chats per proxy and mode; their latency then includes the profiler)
+ *          --phases (where a sequential chat's time goes inside each proxy: before the upstream call, the upstream, after it)
  *          --heap=<dir> (after each mode: the live memory after two full GCs and a .heapsnapshot per build)
  */
 import crypto from 'node:crypto';
@@ -29,6 +32,7 @@ import { createLogger } from '../src/logger';
 import { freePort, TestRedis } from '../test/helpers/redis-server';
 import { benchStaticModel } from './build-wink-model';
 import { Corpus, embedPending, percentile, rng, seedMemories, useStaticSource } from './retrieval.bench';
+import type { RequestPhases } from './proxy-child';
 import { reportTargets, type TargetRow } from './target-table';
 
 const UPSTREAM_DELAY_MS = 20;
@@ -43,7 +47,13 @@ interface Options {
   memories: number;
   profileDir: string | null;
   nodeOptions: string | null;
+  /** Environment variables for this build's api only (`--env=API_HEAP_GROWING_PERCENT=0,...`), to weigh a setting against --before. */
+  env: Record<string, string>;
   heapDir: string | null;
+  /** Profiles the sequential chats (their latency figures then include the profiler's cost). */
+  seqProfileDir: string | null;
+  /** Times each sequential chat's phases inside each proxy (bench/proxy-child.ts PhaseTimer). */
+  phases: boolean;
 }
 
 function parseOptions(args: string[]): Options {
@@ -55,11 +65,24 @@ function parseOptions(args: string[]): Options {
     memories: Number(opt('memories') ?? 10_000),
     profileDir: opt('profile') ? path.resolve(opt('profile')!) : null,
     nodeOptions: opt('node-options'),
+    env: Object.fromEntries((opt('env') ?? '').split(',').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)])),
     heapDir: opt('heap') ? path.resolve(opt('heap')!) : null,
+    seqProfileDir: opt('sequential-profile') ? path.resolve(opt('sequential-profile')!) : null,
+    phases: args.includes('--phases'),
   };
 }
 
 /** A child of bench/proxy-child.ts, driven over IPC. */
+/** Main-thread GC pauses since a proxy started (bench/proxy-child.ts): counts and ms by kind. */
+interface GcCounts {
+  minor: number;
+  minorMs: number;
+  major: number;
+  majorMs: number;
+  other: number;
+  otherMs: number;
+}
+
 export class BenchChild {
   private waiters: Array<{ type: string; resolve: (m: Record<string, unknown>) => void }> = [];
   readonly ready: Promise<number>;
@@ -92,7 +115,7 @@ export class BenchChild {
   }
 
   stats(reset = false, detail = false) {
-    return this.call({ cmd: 'stats', reset, detail }, 'stats') as Promise<{ cpu: NodeJS.CpuUsage; rss: number; peakRss: number; memory?: NodeJS.MemoryUsage; spaces?: Record<string, number> }>;
+    return this.call({ cmd: 'stats', reset, detail }, 'stats') as Promise<{ cpu: NodeJS.CpuUsage; rss: number; peakRss: number; gc?: GcCounts; memory?: NodeJS.MemoryUsage; spaces?: Record<string, number> }>;
   }
 
   kill(): void {
@@ -254,6 +277,8 @@ interface LoadResult {
   /** Of it, the api's main thread (JavaScript, SQLite, the WASM scan); the rest ran on V8's helper threads (GC, compiler) and libuv's pool. Linux only. */
   mainCpuPerReq: number | null;
   peakRssMb: number | null;
+  /** Main-thread GC pauses per 1,000 requests: scavenges and mark-compacts (count, ms); null for the direct baseline. */
+  gcPer1k: { minor: number; minorMs: number; major: number; majorMs: number } | null;
 }
 
 let clockTicks: number | undefined;
@@ -284,6 +309,30 @@ function threadCpuMs(pid: number | undefined): { main: number; other: number } |
   }
 }
 
+/** p50 of each phase of the sequential chats (ms), and of the whole span inside the process. */
+function phaseMedians(ps: RequestPhases[]): Record<string, string> {
+  const p50 = (f: (p: RequestPhases) => number | undefined) => {
+    const xs = ps.map(f).filter((x): x is number => x !== undefined && Number.isFinite(x)).sort((a, b) => a - b);
+    return xs.length ? f2(percentile(xs, 50)) : '';
+  };
+  const d = (a: keyof RequestPhases, b: keyof RequestPhases) => (p: RequestPhases) => (p[a] === undefined || p[b] === undefined ? undefined : p[b]! - p[a]!);
+  return {
+    n: String(ps.length),
+    'head → upstream call': p50(d('received', 'upstreamCalled')),
+    'call → sent': p50(d('upstreamCalled', 'upstreamSent')),
+    'sent → answered': p50(d('upstreamSent', 'upstreamAnswered')),
+    'answered → body end': p50(d('upstreamAnswered', 'upstreamEnded')),
+    'body end → our answer out': p50(d('upstreamEnded', 'finished')),
+    'inside, minus upstream': p50((p) => (p.finished === undefined || p.upstreamSent === undefined || p.upstreamAnswered === undefined ? undefined : p.finished - p.received - (p.upstreamAnswered - p.upstreamSent))),
+  };
+}
+
+/** A proxy's CPU ms so far: all threads (process.cpuUsage over IPC) and its main thread (/proc, clock ticks; null elsewhere). */
+async function cpuNow(t: Target): Promise<{ cpu: number; main: number | null }> {
+  const st = await t.api!.stats();
+  return { cpu: (st.cpu.user + st.cpu.system) / 1000, main: threadCpuMs(t.api!.proc.pid)?.main ?? null };
+}
+
 async function load(t: Target, queries: string[], durationS: number, offset: number): Promise<LoadResult> {
   const before = t.api ? await t.api.stats(true) : null;
   const threadsBefore = threadCpuMs(t.api?.proc.pid);
@@ -310,7 +359,14 @@ async function load(t: Target, queries: string[], durationS: number, offset: num
     cpuPerReq: cpuMs === null ? null : cpuMs / Math.max(1, result['2xx']),
     mainCpuPerReq: threadsBefore && threadsAfter ? (threadsAfter.main - threadsBefore.main) / Math.max(1, result['2xx']) : null,
     peakRssMb: after ? after.peakRss / 1_048_576 : null,
+    gcPer1k: before?.gc && after?.gc ? gcDelta(before.gc, after.gc, result['2xx']) : null,
   };
+}
+
+/** GC pauses between two stats per 1,000 requests. */
+function gcDelta(a: GcCounts, b: GcCounts, requests: number): LoadResult['gcPer1k'] {
+  const per = 1000 / Math.max(1, requests);
+  return { minor: (b.minor - a.minor) * per, minorMs: (b.minorMs - a.minorMs) * per, major: (b.major - a.major) * per, majorMs: (b.majorMs - a.majorMs) * per };
 }
 
 /** Several runs of one target as one figure: req/s and CPU over all requests, the worse latency and RSS. */
@@ -327,6 +383,14 @@ function combine(rs: LoadResult[], durationS: number): LoadResult {
     cpuPerReq: cpu,
     mainCpuPerReq: rs.every((r) => r.mainCpuPerReq !== null) ? rs.reduce((a, r) => a + r.mainCpuPerReq! * r.completed, 0) / Math.max(1, completed) : null,
     peakRssMb: rs.every((r) => r.peakRssMb !== null) ? Math.max(...rs.map((r) => r.peakRssMb!)) : null,
+    gcPer1k: rs.every((r) => r.gcPer1k !== null)
+      ? {
+          minor: rs.reduce((a, r) => a + r.gcPer1k!.minor * r.completed, 0) / Math.max(1, completed),
+          minorMs: rs.reduce((a, r) => a + r.gcPer1k!.minorMs * r.completed, 0) / Math.max(1, completed),
+          major: rs.reduce((a, r) => a + r.gcPer1k!.major * r.completed, 0) / Math.max(1, completed),
+          majorMs: rs.reduce((a, r) => a + r.gcPer1k!.majorMs * r.completed, 0) / Math.max(1, completed),
+        }
+      : null,
   };
 }
 
@@ -363,6 +427,36 @@ export function summariseProfile(file: string, top = 15): { top: Record<string, 
   const rows = (m: Map<string, number>, n: number, name: string) =>
     [...m.entries()].sort((a, b) => b[1] - a[1]).slice(0, n).map(([k, us]) => ({ [name]: k, 'self ms': Number((us / 1000).toFixed(1)), share: `${((100 * us) / total).toFixed(1)}%` }));
   return { top: rows(fn, top, 'function'), byArea: rows(area, 12, 'area') };
+}
+
+interface AllocNode {
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  selfSize: number;
+  children: AllocNode[];
+}
+
+/** Top allocating functions of a sampled allocation profile (.heapprofile), in KB per request, with their caller. */
+export function summariseAllocations(file: string, requests: number, top = 15): Record<string, unknown>[] {
+  const root = (JSON.parse(fs.readFileSync(file, 'utf8')) as { head: AllocNode }).head;
+  const name = (f: AllocNode['callFrame']) => {
+    const where = f.url.replace(/^file:\/\//, '');
+    const short = where.includes('node_modules/') ? where.slice(where.lastIndexOf('node_modules/') + 13) : where.includes('/dist/') ? where.slice(where.indexOf('/dist/') + 6) : where || '(native)';
+    return `${f.functionName || '(anonymous)'} ${short}:${f.lineNumber + 1}`;
+  };
+  const bytes = new Map<string, number>();
+  let total = 0;
+  const walk = (n: AllocNode, caller: string) => {
+    const here = name(n.callFrame);
+    if (n.selfSize > 0) {
+      const k = `${here} ← ${caller}`;
+      bytes.set(k, (bytes.get(k) ?? 0) + n.selfSize);
+      total += n.selfSize;
+    }
+    for (const c of n.children) walk(c, here);
+  };
+  walk(root, '');
+  const perReq = (b: number) => (b / 1024 / Math.max(1, requests)).toFixed(2);
+  return [{ 'function ← caller': 'all', 'KB/request': perReq(total) }, ...[...bytes].sort((a, b) => b[1] - a[1]).slice(0, top).map(([k, b]) => ({ 'function ← caller': k, 'KB/request': perReq(b) }))];
 }
 
 const f1 = (x: number) => x.toFixed(1);
@@ -414,6 +508,7 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
         MEMORY_STATIC_MODEL: model.folder,
         // Production's default level: the request log line is part of the cost (written to /dev/null).
         LOG_LEVEL: 'info',
+        ...(b.label === 'this build' ? o.env : {}),
       }));
       children.push(api);
       await api.ready;
@@ -424,6 +519,7 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
     const mine = apis[apis.length - 1];
 
     const seq: Record<string, unknown>[] = [];
+    const phaseRows: Record<string, unknown>[] = [];
     const thr: Record<string, unknown>[] = [];
     const memRows: Record<string, unknown>[] = [];
     const liveRows: Record<string, unknown>[] = [];
@@ -434,12 +530,39 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
       for (const t of apis) await t.api!.call({ cmd: 'memory', enabled: memory }, 'memory');
       await warmUp(proxies, queries, offset);
       offset += WARM_CHATS;
+      // CPU per sequential chat: whether a lone chat's extra latency over the floor is the api's own work or waiting.
+      const seqBefore = new Map<string, { cpu: number; main: number | null }>();
+      for (const t of proxies) seqBefore.set(t.label, await cpuNow(t));
+      if (o.seqProfileDir) for (const t of proxies) await t.api!.call({ cmd: 'profile', action: 'start' }, 'profile');
+      if (o.phases) for (const t of proxies) await t.api!.call({ cmd: 'phases', action: 'start' }, 'phases');
       const s = await sequential(targets, queries, offset);
       offset += WARMUP + SEQUENTIAL;
+      if (o.phases) {
+        for (const t of proxies) {
+          const { phases } = (await t.api!.call({ cmd: 'phases', action: 'stop' }, 'phases')) as { phases: RequestPhases[] };
+          phaseRows.push({ mode, target: t.label, ...phaseMedians(phases.slice(WARMUP)) });
+        }
+      }
+      const seqCpu = new Map<string, { cpu: number; main: number | null }>();
+      for (const t of proxies) {
+        const a = await cpuNow(t);
+        const b = seqBefore.get(t.label)!;
+        seqCpu.set(t.label, { cpu: (a.cpu - b.cpu) / (WARMUP + SEQUENTIAL), main: a.main === null || b.main === null ? null : (a.main - b.main) / (WARMUP + SEQUENTIAL) });
+      }
+      if (o.seqProfileDir) {
+        fs.mkdirSync(o.seqProfileDir, { recursive: true });
+        for (const t of proxies) {
+          const file = path.join(o.seqProfileDir, `${t.label.replace(/\W+/g, '-')}-${memory ? 'memory-on' : 'memory-off'}-sequential.cpuprofile`);
+          await t.api!.call({ cmd: 'profile', action: 'stop', file }, 'profile');
+          console.log(`\nCPU profile, ${t.label}, ${mode}, sequential chats (${file})`);
+          console.table(summariseProfile(file).byArea);
+        }
+      }
       const direct = s.get('upstream direct')!;
       for (const t of targets) {
         const xs = s.get(t.label)!;
-        seq.push({ mode, target: t.label, n: xs.length, 'p50 ms': f2(percentile(xs, 50)), 'p99 ms': f2(percentile(xs, 99)), 'overhead p50 ms': t.api ? f2(percentile(xs, 50) - percentile(direct, 50)) : '', 'overhead p99 ms': t.api ? f2(percentile(xs, 99) - percentile(direct, 99)) : '' });
+        const c = seqCpu.get(t.label);
+        seq.push({ mode, target: t.label, n: xs.length, 'p50 ms': f2(percentile(xs, 50)), 'p99 ms': f2(percentile(xs, 99)), 'overhead p50 ms': t.api ? f2(percentile(xs, 50) - percentile(direct, 50)) : '', 'overhead p99 ms': t.api ? f2(percentile(xs, 99) - percentile(direct, 99)) : '', 'api CPU ms/chat': c ? f2(c.cpu) : '', 'of it main thread': c?.main == null ? '' : f2(c.main) });
       }
       // A-B-B-A: direct, the builds, the builds reversed, direct; each target's figure is over both of its runs,
       // so a machine that gets busier (or quieter) during the mode favours no one.
@@ -454,7 +577,7 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
       const d = loads.get('upstream direct')!;
       for (const t of targets) {
         const r = loads.get(t.label)!;
-        thr.push({ mode, target: t.label, 'req/s': int(r.reqPerSec), 'share of direct': t.api ? f2(r.reqPerSec / d.reqPerSec) : '', 'p50 ms': r.p50, 'p99 ms': r.p99, 'errors+non2xx': r.errors + r.non2xx, 'api CPU ms/req': r.cpuPerReq === null ? '' : f2(r.cpuPerReq), 'of it main thread': r.mainCpuPerReq === null ? '' : f2(r.mainCpuPerReq), 'api peak RSS MB': r.peakRssMb === null ? '' : int(r.peakRssMb), runs: runs.get(t.label)!.map((x) => int(x.reqPerSec)).join(' / ') });
+        thr.push({ mode, target: t.label, 'req/s': int(r.reqPerSec), 'share of direct': t.api ? f2(r.reqPerSec / d.reqPerSec) : '', 'p50 ms': r.p50, 'p99 ms': r.p99, 'errors+non2xx': r.errors + r.non2xx, 'api CPU ms/req': r.cpuPerReq === null ? '' : f2(r.cpuPerReq), 'of it main thread': r.mainCpuPerReq === null ? '' : f2(r.mainCpuPerReq), 'GC per 1k req: scavenges (ms) / mark-compacts (ms)': r.gcPer1k ? `${f1(r.gcPer1k.minor)} (${f1(r.gcPer1k.minorMs)}) / ${f2(r.gcPer1k.major)} (${f1(r.gcPer1k.majorMs)})` : '', 'api peak RSS MB': r.peakRssMb === null ? '' : int(r.peakRssMb), runs: runs.get(t.label)!.map((x) => int(x.reqPerSec)).join(' / ') });
       }
       res.set(mode, { seq: s, load: loads });
       // Where the RSS is, right after this mode's load (V8 heap, buffers, the rest native: SQLite, code, libraries).
@@ -480,13 +603,17 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
       }
       if (o.heapDir) {
         // What a chat allocates (sampled, collected objects included) over a 5 s run per build: .heapprofile files.
-        for (const t of apis) {
-          const file = path.join(o.heapDir, `${t.label.replace(/\W+/g, '-')}-${memory ? 'memory-on' : 'memory-off'}.heapprofile`);
-          await t.api!.call({ cmd: 'alloc', action: 'start' }, 'alloc');
-          const r = await load(t, queries, Math.min(5, o.durationS), offset);
-          offset += r.completed + 1000;
-          await t.api!.call({ cmd: 'alloc', action: 'stop', file }, 'alloc');
-          console.log(`allocation profile, ${t.label}, ${mode}: ${r.completed} requests (${file})`);
+        // Then what of it outlived a scavenge (promoted to the old space, where only a mark-compact frees it, or live).
+        for (const survivors of [false, true]) {
+          for (const t of apis) {
+            const file = path.join(o.heapDir, `${t.label.replace(/\W+/g, '-')}-${memory ? 'memory-on' : 'memory-off'}${survivors ? '-survivors' : ''}.heapprofile`);
+            await t.api!.call({ cmd: 'alloc', action: 'start', survivors }, 'alloc');
+            const r = await load(t, queries, Math.min(5, o.durationS), offset);
+            offset += r.completed + 1000;
+            await t.api!.call({ cmd: 'alloc', action: 'stop', file }, 'alloc');
+            console.log(`\nallocation profile${survivors ? ', only what outlived a scavenge' : ''}, ${t.label}, ${mode}: ${r.completed} requests (${file}); KB per request by allocating function:`);
+            console.table(summariseAllocations(file, r.completed));
+          }
         }
       }
       if (o.profileDir) {
@@ -507,6 +634,10 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
     for (const [label, x] of injectedSeen) console.log(`${label}: ${x.chats} chats with memory injected, on average ${f1(x.injected / x.chats)} memories and ${int(x.tokens / x.chats)} tokens each`);
     console.log(`\nSequential requests (${SEQUENTIAL} after ${WARM_CHATS} chats served 8 at a time and ${WARMUP} sequential warm-up, targets alternating request by request: direct first, then the bare node proxy and the builds, their order reversed every round), upstream fixed ${UPSTREAM_DELAY_MS} ms:`);
     console.table(seq);
+    if (o.phases) {
+      console.log('\nInside each proxy, p50 of each phase of the sequential chats, ms (Node\'s and undici\'s diagnostics channels): request head parsed → upstream call made → its head written → upstream answered → its body ended → our answer handed to the kernel:');
+      console.table(phaseRows);
+    }
     console.log(`\nautocannon, ${CONNECTIONS} connections, ${o.durationS} s per run, two runs per target in the order direct, proxies (the bare node proxy, the builds), proxies reversed, direct, every chat a new user question; api CPU = process.cpuUsage() delta in the api process / 2xx responses (all its threads; "of it main thread" from /proc/<pid>/task, in clock ticks: the rest is V8's GC and compiler threads and libuv's pool):`);
     console.table(thr);
     console.log('\napi memory right after each mode\'s load runs (process.memoryUsage()):');
