@@ -212,7 +212,7 @@ async function once(dispatcher: Agent, t: Target, body: string): Promise<number>
   return took;
 }
 
-/** Sequential requests, the targets alternating request by request (order reversed every round) so they share the machine's noise; latency per target. */
+/** Sequential requests, the targets alternating request by request (order reversed every round, rotated every two) so they share the machine's noise; latency per target. */
 async function sequential(targets: Target[], queries: string[], offset: number): Promise<Map<string, number[]>> {
   const dispatcher = new Agent({ keepAliveTimeout: 30_000, connections: 2 });
   const out = new Map<string, number[]>(targets.map((t) => [t.label, []]));
@@ -223,9 +223,14 @@ async function sequential(targets: Target[], queries: string[], offset: number):
       // measured second was 1.2 ms slower at p50 than the one before it. Each round starts with the upstream called
       // directly, so no api ever follows itself: the earlier A-B-C, C-B-A order made the last build follow its own
       // request at every round boundary, and it read 0.24-0.31 ms slower at p50 with memory on than the same code as
-      // `before` (bench/README.md, "Sixth pass", the sequential order).
+      // `before` (bench/README.md, "Sixth pass", the sequential order). With three proxies (the floor and two builds)
+      // that order still kept the middle one after another proxy in every round, never right after direct: two runs
+      // of the same code as `before` and `this build` read 1.62 and 1.31 ms at p50, memory off (bench/README.md,
+      // "Tenth pass"). So the proxies are also rotated every two rounds: each takes each place equally often.
       const apis = targets.slice(1);
-      for (const t of [targets[0]!, ...(i % 2 === 0 ? apis : [...apis].reverse())]) {
+      const r = Math.floor(i / 2) % apis.length;
+      const rotated = [...apis.slice(r), ...apis.slice(0, r)];
+      for (const t of [targets[0]!, ...(i % 2 === 0 ? rotated : rotated.reverse())]) {
         const d = await once(dispatcher, t, chatBody(queries, offset + i));
         if (i >= WARMUP) out.get(t.label)!.push(d);
       }
@@ -632,7 +637,7 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
       }
     }
     for (const [label, x] of injectedSeen) console.log(`${label}: ${x.chats} chats with memory injected, on average ${f1(x.injected / x.chats)} memories and ${int(x.tokens / x.chats)} tokens each`);
-    console.log(`\nSequential requests (${SEQUENTIAL} after ${WARM_CHATS} chats served 8 at a time and ${WARMUP} sequential warm-up, targets alternating request by request: direct first, then the bare node proxy and the builds, their order reversed every round), upstream fixed ${UPSTREAM_DELAY_MS} ms:`);
+    console.log(`\nSequential requests (${SEQUENTIAL} after ${WARM_CHATS} chats served 8 at a time and ${WARMUP} sequential warm-up, targets alternating request by request: direct first, then the bare node proxy and the builds, their order reversed every round and rotated every two), upstream fixed ${UPSTREAM_DELAY_MS} ms:`);
     console.table(seq);
     if (o.phases) {
       console.log('\nInside each proxy, p50 of each phase of the sequential chats, ms (Node\'s and undici\'s diagnostics channels): request head parsed → upstream call made → its head written → upstream answered → its body ended → our answer handed to the kernel:');
