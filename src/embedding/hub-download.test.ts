@@ -53,6 +53,17 @@ describe('downloadHubFiles', () => {
     expect(fs.readdirSync(dir)).toEqual([]);
   });
 
+  it('leaves no temp file when the body is cut before the temp file has opened', async () => {
+    // The temp file opens asynchronously; a cut that lands first must not leave it behind after the rejection.
+    hub = await startFakeHubServer({ [`${repo}/b.bin`]: Buffer.alloc(1_000, 1) });
+    hub.truncate(repo, 'b.bin', 0);
+    const dir = tempDir('hub');
+    for (let i = 0; i < 40; i++) {
+      await expect(downloadHubFiles({ endpoint: hub.endpoint, repo, dir, required: ['b.bin'], policy })).rejects.toThrow(/b\.bin/);
+      expect(fs.readdirSync(dir)).toEqual([]);
+    }
+  });
+
   it('fails on a missing required file and on a non-repo id', async () => {
     hub = await startFakeHubServer({});
     const dir = tempDir('hub');

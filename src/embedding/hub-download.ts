@@ -88,9 +88,10 @@ async function downloadFile(url: string, dest: string, file: string, policy: Out
       cb(null, chunk);
     },
   });
+  const sink = fs.createWriteStream(tmp);
   try {
     try {
-      await pipeline(Readable.fromWeb(res.body as unknown as WebReadableStream<Uint8Array>), counter, fs.createWriteStream(tmp));
+      await pipeline(Readable.fromWeb(res.body as unknown as WebReadableStream<Uint8Array>), counter, sink);
     } catch {
       throw new HubDownloadError(`download of ${file} was interrupted after ${written} bytes`);
     }
@@ -101,6 +102,9 @@ async function downloadFile(url: string, dest: string, file: string, policy: Out
     fs.renameSync(tmp, dest);
     return true;
   } finally {
+    // The write stream opens its file asynchronously: a download cut before that open completes would
+    // otherwise create the .part file after this removal. Wait until the stream has closed its file.
+    if (!sink.closed) await new Promise<void>((resolve) => sink.once('close', () => resolve()));
     fs.rmSync(tmp, { force: true });
   }
 }
