@@ -6,6 +6,7 @@ type Step = { name: string; run: () => Promise<void> | void };
 export class Shutdown {
   private steps: Step[] = [];
   private started: Promise<void> | null = null;
+  private current: string | null = null;
 
   constructor(
     private readonly log: Logger,
@@ -23,22 +24,30 @@ export class Shutdown {
     if (this.started) return this.started;
     this.log.info({ reason }, 'shutting down');
     const timer = setTimeout(() => {
-      this.log.error({ graceMs: this.graceMs }, 'shutdown grace period exceeded; forcing exit');
+      // The step still running is the one that hung: name it, or a forced exit says nothing about its cause.
+      this.log.error({ graceMs: this.graceMs, step: this.current }, 'shutdown grace period exceeded; forcing exit');
       this.exit(1);
     }, this.graceMs + 5000);
     timer.unref();
     this.started = (async () => {
       for (const step of this.steps) {
+        this.current = step.name;
         try {
           await step.run();
         } catch (err) {
           this.log.warn({ err, step: step.name }, 'shutdown step failed');
         }
       }
+      this.current = null;
       clearTimeout(timer);
       this.log.info('shutdown complete');
     })();
     return this.started;
+  }
+
+  /** The step running now, or null before and after the shutdown. */
+  get pending(): string | null {
+    return this.current;
   }
 
   /** Wires SIGTERM/SIGINT to run() then exit(0). */
