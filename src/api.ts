@@ -14,7 +14,7 @@ import { RetrievalService } from './memory/retrieval.service';
 import { createApp } from './http/app';
 import { expressServer } from './http/direct-route';
 import { answerClientErrors } from './http/client-error';
-import { createLogger, type Logger } from './logger';
+import { createLogger, processLogDestination, type Logger } from './logger';
 import { Metrics } from './metrics';
 import { JobEventsHub } from './queue/job-events';
 import { checkEvictionPolicy } from './queue/redis';
@@ -178,7 +178,7 @@ export async function startApi(env: Env, log: Logger, opts: { dbFile?: string; e
 /** Entry point of the api process. */
 export async function runApiProcess(): Promise<void> {
   const env = loadEnv();
-  const log = createLogger(env.LOG_LEVEL, 'engram-api');
+  const log = createLogger(env.LOG_LEVEL, 'engram-api', processLogDestination(env.LOG_FLUSH_MS));
   const api = await startApi(env, log);
   api.shutdown.onSignals();
   installProcessGuards({ log, metrics: api.metrics, shutdown: api.shutdown });

@@ -14,6 +14,19 @@ const REDACT = [
   '*.password',
 ];
 
+/** Lines wait in memory until this many bytes are buffered, or the flush interval comes round. */
+const LOG_BUFFER_BYTES = 4096;
+
+/**
+ * A long-running process's stdout: lines are buffered and written in one `write` per flushMs (or per 4 KB), instead of
+ * one asynchronous write per line. pino flushes it synchronously on exit, so `process.exit` loses nothing; only a
+ * kill that skips the exit handlers (SIGKILL, a crash of the runtime itself) loses the last flushMs of lines.
+ */
+export function processLogDestination(flushMs: number): DestinationStream {
+  if (flushMs <= 0) return pino.destination({ dest: 1, minLength: 0, sync: false });
+  return pino.destination({ dest: 1, minLength: LOG_BUFFER_BYTES, periodicFlush: flushMs, sync: false });
+}
+
 /** The process logger: JSON lines, secrets redacted, memory content never logged at info. */
 export function createLogger(level: string, name = 'engram', destination?: DestinationStream): Logger {
   const opts = { name, level, redact: { paths: REDACT, censor: '[redacted]' }, base: { pid: process.pid } };

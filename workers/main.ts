@@ -2,7 +2,7 @@ import os from 'node:os';
 import { Worker } from 'bullmq';
 import { loadEnv, redisUrl, type Env } from '../src/config/env';
 import { openServices } from '../src/services';
-import { createLogger, type Logger } from '../src/logger';
+import { createLogger, processLogDestination, type Logger } from '../src/logger';
 import { Metrics } from '../src/metrics';
 import { JOBS, JOB_NAMES, jobsOfQueue, type JobSpec } from '../src/queue/jobs';
 import type { QueueName } from '../src/config/queue-names';
@@ -165,7 +165,7 @@ export async function startWorker(env: Env, log: Logger, opts: { handlers?: Regi
 /** Entry point of the worker process. */
 export async function runWorkerProcess(): Promise<void> {
   const env = loadEnv();
-  const log = createLogger(env.LOG_LEVEL, 'engram-worker');
+  const log = createLogger(env.LOG_LEVEL, 'engram-worker', processLogDestination(env.LOG_FLUSH_MS));
   const w = await startWorker(env, log);
   w.shutdown.onSignals();
   installProcessGuards({ log, metrics: w.metrics, shutdown: w.shutdown });

@@ -1,0 +1,59 @@
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { tempDir } from '../test/helpers/env';
+
+const ROOT = path.resolve(__dirname, '..');
+
+/** Runs a script in its own node process (stdout is the process logger's destination); needs `dist/` (npm test builds it). */
+function run(script: string): { status: number | null; lines: Array<Record<string, unknown>> } {
+  const r = spawnSync(process.execPath, ['-e', script], { cwd: ROOT, encoding: 'utf8', timeout: 15_000 });
+  return {
+    status: r.status,
+    lines: r.stdout
+      .trim()
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Record<string, unknown>),
+  };
+}
+
+describe('processLogDestination (buffered stdout of the api and worker)', () => {
+  it('loses no buffered line when the process exits, by process.exit or by an uncaught exception', () => {
+    const head = `
+      const { createLogger, processLogDestination } = require('./dist/src/logger');
+      const log = createLogger('info', 'flush-test', processLogDestination(60_000));
+      for (let i = 0; i < 5; i++) log.info({ i }, 'line');
+    `;
+    const exited = run(`${head} setTimeout(() => process.exit(3), 50);`);
+    expect(exited.status).toBe(3);
+    expect(exited.lines.map((l) => l.i)).toEqual([0, 1, 2, 3, 4]);
+
+    const crashed = run(`${head} setTimeout(() => { throw new Error('boom'); }, 50);`);
+    expect(crashed.status).toBe(1);
+    expect(crashed.lines.map((l) => l.i)).toEqual([0, 1, 2, 3, 4]);
+  });
+
+  it('writes buffered lines within the flush interval while the process keeps running', () => {
+    const out = path.join(tempDir('log-flush'), 'stdout.log');
+    const fd = fs.openSync(out, 'w');
+    try {
+      const script = `
+        const fs = require('node:fs');
+        const { createLogger, processLogDestination } = require('./dist/src/logger');
+        const log = createLogger('info', 'flush-test', processLogDestination(50));
+        log.info('early');
+        const now = fs.fstatSync(1).size;
+        // Still running: only the flush interval can have written the line by then.
+        setTimeout(() => { process.stderr.write(now + ' ' + fs.fstatSync(1).size); process.exit(0); }, 400);
+      `;
+      const r = spawnSync(process.execPath, ['-e', script], { cwd: ROOT, encoding: 'utf8', timeout: 15_000, stdio: ['ignore', fd, 'pipe'] });
+      const [atLog, later] = r.stderr.split(' ').map(Number);
+      expect(atLog).toBe(0);
+      expect(later).toBeGreaterThan(0);
+      expect(fs.readFileSync(out, 'utf8')).toContain('"msg":"early"');
+    } finally {
+      fs.closeSync(fd);
+    }
+  });
+});
