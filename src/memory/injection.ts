@@ -3,7 +3,7 @@
  * per-request header switches. Pure: requests are copied, never mutated.
  */
 
-import { duplicateKey } from './text-memo';
+import { duplicateKey } from './row-memo';
 
 /** One chat message; other fields (name, tool_calls, cache_control…) pass through untouched. */
 export interface ChatMessage {

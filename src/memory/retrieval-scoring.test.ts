@@ -10,6 +10,7 @@ import {
   ftsQueryTerms,
   minMaxNormalise,
   getRelevanceScore,
+  relevanceScorer,
   MAX_SCORE_QUERY_TOKENS,
   rrfFuse,
   selectWithinBudget,
@@ -95,14 +96,37 @@ describe('getRelevanceScore (digest §2.3)', () => {
     expect(() => getRelevanceScore(mem('tea', '', circular), 'tea')).not.toThrow();
   });
 
-  it('scores a memory seen before without tokenizing its text again (issue #14: ~200 candidates per chat)', () => {
-    const m = () => ({ content: 'Tomas drinks green tea every morning in Lisbon', key: 'drink:tea', metadata: { source: 'chat' } });
-    getRelevanceScore(m(), 'what does tomas drink');
+  it('scores a row seen before without tokenizing its text again (issue #14: ~200 candidates per chat)', () => {
+    const row = { content: 'Tomas drinks green tea every morning in Lisbon', key: 'drink:tea', metadata: { source: 'chat' } };
+    getRelevanceScore(row, 'what does tomas drink');
     const spy = jest.spyOn(tokenizer, 'tokenize');
     try {
-      // A new query, and the row read again (fresh strings and objects, as from SQLite): only the query is tokenized.
-      expect(getRelevanceScore(m(), 'green tea every morning')).toBe(20 + 3 * 4 + 6);
+      // A new query, the same row: only the query is tokenized.
+      expect(getRelevanceScore(row, 'green tea every morning')).toBe(20 + 3 * 4 + 6);
       expect(spy.mock.calls.map((c) => c[0])).toEqual(['green tea every morning']);
+      // A changed row: its changed text again, and nothing else.
+      spy.mockClear();
+      row.content = 'Tomas drinks black coffee';
+      expect(getRelevanceScore(row, 'black coffee')).toBe(20 + 3 * 2);
+      expect(spy.mock.calls.map((c) => c[0])).toEqual(['black coffee', 'Tomas drinks black coffee']);
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
+  it('keeps nothing between rows: the same text in another row (another key\'s) is tokenized again', () => {
+    const a = { content: 'Tomas drinks green tea', key: 'drink', metadata: {} };
+    const b = { content: 'Tomas drinks green tea', key: 'drink', metadata: {} };
+    const score = relevanceScorer('green tea');
+    score(a);
+    const spy = jest.spyOn(tokenizer, 'tokenize');
+    try {
+      expect(score(b)).toBe(score(a));
+      // b's three texts, once each; a's none.
+      expect(spy.mock.calls.map((c) => c[0]).sort()).toEqual(['Tomas drinks green tea', 'drink', '{}']);
+      // Not visible on the row: keys, spreads and JSON are as before.
+      expect(Object.keys(a)).toEqual(['content', 'key', 'metadata']);
+      expect(JSON.stringify({ ...a })).toBe('{"content":"Tomas drinks green tea","key":"drink","metadata":{}}');
     } finally {
       spy.mockRestore();
     }

@@ -3,7 +3,7 @@
  * FTS5 MATCH builder, weighted reciprocal rank fusion and the token-budget walk.
  */
 import { estimateTokens } from './tokens';
-import { TextMemo } from './text-memo';
+import { heldOnRow } from './row-memo';
 import { tokenize } from './tokenize';
 
 /** Most query tokens the relevance score looks at: bounds CPU on a 64 KiB query (the original's primary snapshot had no cap, later upstream capped at 256). */
@@ -28,16 +28,25 @@ function haystack(text: string): string {
   return ` ${tokenize(text).join(' ')} `;
 }
 
-/**
- * Haystacks by text: retrieval scores the same rows' content, key and metadata again at every
- * request (~200 candidates each), and tokenizing them was most of the score's cost (issue #14).
- * ~4M characters held (texts plus haystacks, ~2× the texts): the candidates of a 10k-memory key fit.
- */
-const haystacks = new TextMemo(haystack, 4_000_000);
+// The row's haystacks, each kept on the row (row-memo.ts): retrieval scores the same cached rows again at
+// every request (~200 candidates each), and tokenizing them (and serialising the metadata) was most of
+// the score's cost (issue #14). Kept per row, so never shared between keys.
+const CONTENT_HAYSTACK = Symbol('engram.contentHaystack');
+const KEY_HAYSTACK = Symbol('engram.keyHaystack');
+const METADATA_HAYSTACK = Symbol('engram.metadataHaystack');
 
-/** Texts whose haystack is held (tests). */
-export function relevanceCacheSize(): number {
-  return haystacks.size;
+function textHaystack(text: unknown): string {
+  return haystack(typeof text === 'string' ? text : '');
+}
+
+function metadataHaystack(metadata: unknown): string {
+  let metaText: string;
+  try {
+    metaText = (JSON.stringify(metadata ?? {}) ?? '{}').replace(JSON_ESCAPE, ' ');
+  } catch {
+    metaText = '{}';
+  }
+  return haystack(metaText);
 }
 
 /** How often `needle` (" token ") occurs in a framed haystack; consecutive repeats share their space. */
@@ -47,44 +56,46 @@ function occurrences(joined: string, needle: string): number {
   return n;
 }
 
-// Retrieval scores every candidate against one query, and a 64 KiB query takes milliseconds to tokenize.
-let lastQuery: { text: string; tokens: string[]; needles: string[]; phrase: string } | undefined;
-
 /** The scored query tokens (at most MAX_SCORE_QUERY_TOKENS), each framed by spaces, and the whole query as a framed phrase. */
-function parseQuery(text: string): { tokens: string[]; needles: string[]; phrase: string } {
-  if (lastQuery?.text !== text) {
-    const all = tokenize(text);
-    const tokens = all.slice(0, MAX_SCORE_QUERY_TOKENS);
-    lastQuery = { text, tokens, needles: tokens.map((t) => ` ${t} `), phrase: ` ${all.join(' ')} ` };
-  }
-  return lastQuery;
+function parseQuery(text: string): { needles: string[]; phrase: string } {
+  const all = tokenize(text);
+  return { needles: all.slice(0, MAX_SCORE_QUERY_TOKENS).map((t) => ` ${t} `), phrase: ` ${all.join(' ')} ` };
 }
 
-/** The original's keyword relevance (digest §2.3) on FTS5's tokens: +20 per haystack whose tokens hold the query's tokens in a row, +6 once per query token found in the key, +3 per whole-token occurrence elsewhere — including its quirk that content equal to the key is scored like the key. */
-export function getRelevanceScore(memory: ScorableMemory, query: string): number {
-  if (typeof query !== 'string') return 0;
+/**
+ * The original's keyword relevance (digest §2.3) on FTS5's tokens: +20 per haystack whose tokens hold the query's
+ * tokens in a row, +6 once per query token found in the key, +3 per whole-token occurrence elsewhere — including
+ * its quirk that content equal to the key is scored like the key. The query is tokenized once, here: retrieval
+ * scores every candidate against one query, and a 64 KiB query takes milliseconds to tokenize.
+ */
+export function relevanceScorer(query: string): (memory: ScorableMemory) => number {
+  if (typeof query !== 'string') return () => 0;
   // The FTS tier's tokenizer, so "Python?" matches "python" and "a" matches only the word "a".
   const { needles, phrase } = parseQuery(query);
-  if (needles.length === 0) return 0;
-  let metaText: string;
-  try {
-    metaText = (JSON.stringify(memory?.metadata ?? {}) ?? '{}').replace(JSON_ESCAPE, ' ');
-  } catch {
-    metaText = '{}';
-  }
-  const key = haystacks.get(typeof memory?.key === 'string' ? memory.key : '');
-  const content = haystacks.get(typeof memory?.content === 'string' ? memory.content : '');
-  let score = 0;
-  for (const h of [content, key, haystacks.get(metaText)]) {
-    if (h.includes(phrase)) score += 20;
-    // The original decides "is this the key?" by comparing haystacks, hence the quirk.
-    const isKey = h === key;
-    for (const needle of needles) {
-      if (isKey) score += h.includes(needle) ? 6 : 0;
-      else score += 3 * occurrences(h, needle);
+  if (needles.length === 0) return () => 0;
+  return (memory) => {
+    // Not an object (a caller's bad input): scored as an empty memory.
+    const row: Partial<ScorableMemory> = memory !== null && typeof memory === 'object' ? memory : {};
+    const key = heldOnRow(row, KEY_HAYSTACK, row.key, textHaystack);
+    const content = heldOnRow(row, CONTENT_HAYSTACK, row.content, textHaystack);
+    const meta = heldOnRow(row, METADATA_HAYSTACK, row.metadata, metadataHaystack);
+    let score = 0;
+    for (const h of [content, key, meta]) {
+      if (h.includes(phrase)) score += 20;
+      // The original decides "is this the key?" by comparing haystacks, hence the quirk.
+      const isKey = h === key;
+      for (const needle of needles) {
+        if (isKey) score += h.includes(needle) ? 6 : 0;
+        else score += 3 * occurrences(h, needle);
+      }
     }
-  }
-  return score;
+    return score;
+  };
+}
+
+/** One memory's relevance to a query (relevanceScorer; score many memories through one scorer instead). */
+export function getRelevanceScore(memory: ScorableMemory, query: string): number {
+  return relevanceScorer(query)(memory);
 }
 
 /** English words too common to carry meaning in a keyword query. */

@@ -13,13 +13,13 @@ import { QDRANT_INDEX_PENDING } from '../vector/qdrant.store';
 import type { KnownLiveness, VectorStore } from '../vector/types';
 import type { Reranker } from './rerank';
 import type { FusionChoice, RetrievalResolution, RetrievalResult, RetrievalStrategy, RetrievedItem, RetrieveMode, RetrieveOptions, Retriever } from './retrieval.types';
-import { bm25QueryScale, convexFuseRanking, withoutCommonTerms, fts5Idf, ftsMatchOf, minMaxNormalise, ftsQueryTerms, getRelevanceScore, rrfFuse, selectWithinBudget, truncateToTokens } from './retrieval-scoring';
+import { bm25QueryScale, convexFuseRanking, withoutCommonTerms, fts5Idf, ftsMatchOf, minMaxNormalise, ftsQueryTerms, relevanceScorer, rrfFuse, selectWithinBudget, truncateToTokens } from './retrieval-scoring';
 import type { QdrantSettingsService } from './qdrant-settings';
 import { applyScoreFloor, boostInWindow, dateWindowOf, expansionTerms, extrasFor, inWindow, memoryDay, mergeById, relevanceModel, PRF_FEEDBACK_DOCS, type DateWindow, type RetrievalExtras } from './retrieval-extras';
 import { RetrievalExtrasRepository } from './retrieval-extras.repository';
 import { RecordCache, type CachedRecord } from './record-cache';
 import type { MemorySettings, SettingsService } from './settings';
-import { rowDuplicateKey } from './text-memo';
+import { rowDuplicateKey } from './row-memo';
 import { estimateTokens } from './tokens';
 import { toPublic } from './types';
 
@@ -87,9 +87,13 @@ interface Scope extends CandidateFilter {
   index: TenantKeywordIndex | null;
 }
 
-/** The original's relevance; the scorer tokenizes as FTS5 does (case, Latin diacritics), so the raw text goes in. */
-function relevanceOf(r: CachedRecord, query: string): number {
-  return getRelevanceScore({ content: r.content, key: r.key, metadata: r.metadata }, query);
+/**
+ * The original's relevance of each candidate to one query (the scorer tokenizes as FTS5 does: case, Latin
+ * diacritics, so the raw text goes in). The row itself is scored: its haystacks are kept on it (row-memo.ts).
+ */
+function withRelevance(candidates: readonly KeywordCandidate[], query: string): RankedRow[] {
+  const relevance = relevanceScorer(query);
+  return candidates.map((c) => rankedRow(c.record, c.vecScore, c.ftsScore, relevance(c.record), 'fts5'));
 }
 
 /** A strategy's ranked row (distinctRows rounds its score and counts its tokens). */
@@ -256,7 +260,7 @@ export class RetrievalService implements Retriever {
       if (vec.hits !== null && vec.note) resolution.fallbackReason = vec.note;
       if (vec.hits === null) {
         resolution.fallbackReason = vec.reason;
-        ranked = this.keyword(filter, query).map((c) => rankedRow(c.record, c.vecScore, c.ftsScore, relevanceOf(c.record, query), 'fts5'));
+        ranked = withRelevance(this.keyword(filter, query), query);
       } else if (opts.strategy === 'semantic') {
         // Vector hits exist only for a key (the all-keys preview has none).
         ranked = this.semantic(vec.hits, filter as Scope & { apiKeyId: string }, query);
@@ -324,8 +328,7 @@ export class RetrievalService implements Retriever {
     }
     // The original's meaning: only rows holding a query word by its own reckoning.
     // Candidates are the newest matching rows (not the bm25 top-N: a weak but newest match must not be cut).
-    return this.keyword(filter, query, false, 'newest')
-      .map((c) => rankedRow(c.record, c.vecScore, c.ftsScore, relevanceOf(c.record, query), 'fts5'))
+    return withRelevance(this.keyword(filter, query, false, 'newest'), query)
       .filter((x) => x.score > 0)
       .sort((a, b) => (a.record.createdAt < b.record.createdAt ? 1 : a.record.createdAt > b.record.createdAt ? -1 : b.record.rowId - a.record.rowId));
   }

@@ -1,23 +1,4 @@
-import { duplicateKey, rowDuplicateKey, TextMemo } from './text-memo';
-
-describe('TextMemo', () => {
-  it('computes a text once, and starts over when the characters held would pass the bound', () => {
-    const calls: string[] = [];
-    const memo = new TextMemo((t) => (calls.push(t), t.toUpperCase()), 12, 5);
-    expect(memo.get('abc')).toBe('ABC');
-    expect(memo.get('abc')).toBe('ABC');
-    expect(calls).toEqual(['abc']);
-    expect(memo.get('de')).toBe('DE'); // 6 + 4 = 10 characters held
-    expect(memo.size).toBe(2);
-    expect(memo.get('fgh')).toBe('FGH'); // 10 + 6 > 12: starts over with only this one
-    expect(memo.size).toBe(1);
-    // Longer than maxText: computed per call, never held.
-    expect(memo.get('toolong')).toBe('TOOLONG');
-    expect(memo.get('toolong')).toBe('TOOLONG');
-    expect(memo.size).toBe(1);
-    expect(calls).toEqual(['abc', 'de', 'fgh', 'toolong', 'toolong']);
-  });
-});
+import { duplicateKey, heldOnRow, rowDuplicateKey } from './row-memo';
 
 describe('duplicateKey', () => {
   it('trims, collapses whitespace runs and lower-cases', () => {
@@ -43,5 +24,27 @@ describe('rowDuplicateKey', () => {
     const frozen = Object.freeze({ content: 'A  B' });
     expect(rowDuplicateKey(frozen)).toBe('a b');
     expect(rowDuplicateKey(frozen)).toBe('a b');
+  });
+});
+
+describe('heldOnRow', () => {
+  it('derives once per source, recomputes when the source changes (objects by identity), and holds nothing on a frozen row', () => {
+    const slot = Symbol('test');
+    const calls: unknown[] = [];
+    const derive = (s: unknown) => (calls.push(s), JSON.stringify(s));
+    const meta1 = { a: 1 };
+    const row = { metadata: meta1 };
+    expect(heldOnRow(row, slot, row.metadata, derive)).toBe('{"a":1}');
+    expect(heldOnRow(row, slot, row.metadata, derive)).toBe('{"a":1}');
+    expect(calls).toEqual([meta1]);
+    // An equal but different object is another source.
+    row.metadata = { a: 1 };
+    heldOnRow(row, slot, row.metadata, derive);
+    expect(calls).toHaveLength(2);
+    const frozen = Object.freeze({ metadata: meta1 });
+    heldOnRow(frozen, slot, frozen.metadata, derive);
+    heldOnRow(frozen, slot, frozen.metadata, derive);
+    expect(calls).toHaveLength(4);
+    expect(Object.getOwnPropertySymbols(frozen)).toEqual([]);
   });
 });
