@@ -6,7 +6,7 @@
  *
  *   git archive <rev> | tar -x -C /tmp/before && ln -s $PWD/node_modules /tmp/before/ \
  *     && (cd /tmp/before && npx tsc -p tsconfig.build.json)
- *   npm run bench -- retrieval-ab --before=/tmp/before/dist [--size=10000] [--strategy=hybrid] [--reps=3] [--text=chat] [--content-only]
+ *   npm run bench -- retrieval-ab --before=/tmp/before/dist [--size=10000] [--strategy=hybrid] [--reps=3] [--text=chat] [--content-only] [--keyword-only]
  *
  * `--content-only`: retrieve as the chat's injection does (`contentOnly`: no re-read of the access counts).
  * The CPU column is process.cpuUsage() over each retrieve (its awaits included, so other work of the
@@ -61,6 +61,9 @@ export async function runRetrievalAbBench(): Promise<void> {
     for (let k = 0; k < 10; k++) seedMemories(writer, `bench-other-${k}`, 1_000, () => corpus.memory(r));
     seedMemories(writer, 'bench-main', size, chat ? (i) => chat.turns[i % chat.turns.length]!.content : () => corpus.memory(r));
     await embedPending(ctx.embedding, ctx.vectors, settings, signature, probe.resolution.dimensions!);
+    // --keyword-only: no query embedding (the static model turned off after the index is built), so hybrid
+    // falls back to the keyword tier as the embedded default (no model) serves every chat.
+    if (process.argv.includes('--keyword-only')) ctx.settings.updateMemory({ staticEnabled: false });
     const deps = retrievalDeps(ctx);
     const services: [string, Retriever, Partial<RetrieveOptions>][] = [
       // With the same in-memory scan budget as this build's store (without it, that build's KNN was vec0's).
@@ -70,6 +73,8 @@ export async function runRetrievalAbBench(): Promise<void> {
     ];
     const times = services.map(() => [] as number[]);
     const cpu = services.map(() => 0);
+    const itemCount = services.map(() => 0);
+    const fallback = services.map(() => new Map<string, number>());
     const queries = chat ? [...new Set(chat.questions.map((q) => q.question))].slice(0, 200) : corpus.queries(200, 7);
     let same = 0;
     let sameScores = 0;
@@ -90,6 +95,9 @@ export async function runRetrievalAbBench(): Promise<void> {
           const c = process.cpuUsage(c0);
           cpu[s] += c.user + c.system;
           ids[s] = res.items.map((it) => it.memory.id);
+          itemCount[s] += res.items.length;
+          const why = res.resolution.fallbackReason ?? 'none';
+          fallback[s].set(why, (fallback[s].get(why) ?? 0) + 1);
           scores[s] = res.items.map((it) => it.score).join();
           tokens[s] = res.items.map((it) => `${it.tokens}${it.truncated ? 't' : ''}`).join();
         }
@@ -100,7 +108,8 @@ export async function runRetrievalAbBench(): Promise<void> {
     }
     console.log(
       `${strategy}, ${size} memories/key (${chat ? 'generated chat turns, their questions' : 'template sentences and questions'}) + 10 other keys × 1000, ` +
-        `${queries.length} queries × ${reps}, services alternating per query, query embedding uncached${contentOnly ? ', contentOnly (as the chat path)' : ''}; before = ${before}; ` +
+        `${queries.length} queries × ${reps}, services alternating per query, query embedding uncached${contentOnly ? ', contentOnly (as the chat path)' : ''}` +
+        `${process.argv.includes('--keyword-only') ? ', keyword tier only (no query embedding)' : ''}; before = ${before}; ` +
         `identical item lists (ids, order) before vs this build: ${same} of ${queries.length * reps}; ` +
         `identical score lists (differing only where equal scores swap rows): ${sameScores}; identical token lists: ${sameTokens}`,
     );
@@ -114,6 +123,8 @@ export async function runRetrievalAbBench(): Promise<void> {
           'p95 ms': ms(percentile(t, 95)),
           'p99 ms': ms(percentile(t, 99)),
           'CPU µs/query': Math.round(cpu[s] / t.length),
+          'items/query': Math.round((itemCount[s] / t.length) * 10) / 10,
+          'fallback reasons': [...fallback[s]].map(([k, n]) => `${k} ×${n}`).join('; '),
         };
       }),
     );

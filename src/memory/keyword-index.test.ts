@@ -46,6 +46,19 @@ describe('TenantKeywordIndex: FTS5 bm25 over one key', () => {
     for (let i = 1; i < got.length; i++) expect(got[i]!.bm25).toBeGreaterThanOrEqual(got[i - 1]!.bm25);
   });
 
+  it('bm25Of gives chosen rows the score FTS5 gives them (0 for a row matching none), leaving out rows not held', () => {
+    const want = fts5(s.db.db, ['coffee', 'berlin']);
+    const ix = cache.index('solo');
+    const matching = [...want.keys()].slice(0, 7);
+    const other = (s.db.db.prepare("SELECT memory_id AS id FROM memories WHERE content NOT LIKE '%coffee%' AND content NOT LIKE '%berlin%' AND (key IS NULL OR (key NOT LIKE '%coffee%' AND key NOT LIKE '%berlin%')) LIMIT 1").get() as { id: number }).id;
+    const got = ix.bm25Of(['coffee', 'berlin'], [...matching, other, 999_999_999]);
+    expect([...got.keys()]).toEqual([...matching, other]);
+    for (const id of matching) expect(got.get(id)).toBeCloseTo(want.get(id)!, 9);
+    expect(got.get(other)).toBe(0);
+    // The scratch scores are clean again: a search right after answers as before.
+    expect(ix.search(['coffee', 'berlin'], open, Infinity).length).toBe(want.size);
+  });
+
   it('reports the key’s row count and document frequencies as fts5vocab does', () => {
     const stats = cache.index('solo').stats(['coffee', 'muller', 'absent']);
     const vocab = (t: string) => (s.db.db.prepare('SELECT doc FROM memory_fts_vocab WHERE term = ?').get(t) as { doc: number } | undefined)?.doc ?? 0;

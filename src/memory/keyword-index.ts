@@ -260,6 +260,47 @@ export class TenantKeywordIndex {
    */
   search(terms: readonly string[], filter: KeywordFilter, limit: number): KeywordHit[] {
     if (this.live === 0 || terms.length === 0) return [];
+    const n = this.accumulate(terms);
+    // Read after accumulate(), which may have grown them.
+    const scores = this.scores;
+    const touched = this.touched;
+    let m = 0;
+    const nowMs = canonicalIsoMs(filter.nowIso);
+    const freshMs = filter.freshAfterIso === null ? NaN : canonicalIsoMs(filter.freshAfterIso);
+    for (let i = 0; i < n; i++) {
+      const slot = touched[i]!;
+      if (this.passes(slot, filter, nowMs, freshMs)) touched[m++] = slot;
+      else scores[slot] = 0;
+    }
+    const best = bestSlots(touched, m, limit, scores, this.rowIds);
+    const hits: KeywordHit[] = new Array(best.length);
+    for (let i = 0; i < best.length; i++) hits[i] = { rowId: this.rowIds[best[i]!]!, bm25: -scores[best[i]!]! };
+    for (let i = 0; i < m; i++) scores[touched[i]!] = 0;
+    return hits;
+  }
+
+  /**
+   * FTS5's bm25 of the given rows for `terms`, as search() scores them (negative, lower is better),
+   * over this key's statistics; 0 for a row matching none of them; rows not held are left out. For
+   * rows chosen by something else (the exact strategy's newest matches) whose score is reported.
+   */
+  bm25Of(terms: readonly string[], rowIds: readonly number[]): Map<number, number> {
+    const out = new Map<number, number>();
+    if (this.live === 0) return out;
+    const n = terms.length ? this.accumulate(terms) : 0;
+    for (const rowId of rowIds) {
+      const slot = this.slotOf.get(rowId);
+      if (slot !== undefined && this.alive[slot]) out.set(rowId, this.scores[slot] === 0 ? 0 : -this.scores[slot]!);
+    }
+    for (let i = 0; i < n; i++) this.scores[this.touched[i]!] = 0;
+    return out;
+  }
+
+  /**
+   * Adds each live matching slot's score for `terms` into the scratch `scores` (FTS5's bm25, positive)
+   * and lists the slots touched in `touched`; returns how many. The caller zeroes them again.
+   */
+  private accumulate(terms: readonly string[]): number {
     const { k1, b } = FTS5_BM25;
     const avg = this.totalLen / this.live;
     if (this.scores.length < this.rowIds.length) {
@@ -286,19 +327,7 @@ export class TenantKeywordIndex {
         scores[slot] += (idf * (tf * (k1 + 1))) / (tf + k1 * (1 - b + (b * this.lens[slot]!) / avg));
       }
     }
-    let m = 0;
-    const nowMs = canonicalIsoMs(filter.nowIso);
-    const freshMs = filter.freshAfterIso === null ? NaN : canonicalIsoMs(filter.freshAfterIso);
-    for (let i = 0; i < n; i++) {
-      const slot = touched[i]!;
-      if (this.passes(slot, filter, nowMs, freshMs)) touched[m++] = slot;
-      else scores[slot] = 0;
-    }
-    const best = bestSlots(touched, m, limit, scores, this.rowIds);
-    const hits: KeywordHit[] = new Array(best.length);
-    for (let i = 0; i < best.length; i++) hits[i] = { rowId: this.rowIds[best[i]!]!, bm25: -scores[best[i]!]! };
-    for (let i = 0; i < m; i++) scores[touched[i]!] = 0;
-    return hits;
+    return n;
   }
 
   /**

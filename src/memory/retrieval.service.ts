@@ -54,9 +54,14 @@ interface KeywordCandidate extends Candidate {
   bm25: number;
 }
 
+/** A bm25 (lower is better) as the API reports it: negated, rounded to 4 places. */
+function ftsScoreOf(bm25: number): number {
+  return Math.round(-bm25 * 1e4) / 1e4;
+}
+
 /** A keyword candidate of a row at `bm25`: ftsScore as the API reports it. */
 function keywordCandidate(record: CachedRecord, bm25: number): KeywordCandidate {
-  return { record, vecScore: null, ftsScore: Math.round(-bm25 * 1e4) / 1e4, bm25 };
+  return { record, vecScore: null, ftsScore: ftsScoreOf(bm25), bm25 };
 }
 
 /** Rows read from FTS5 (or SQLite) as keyword candidates. */
@@ -214,6 +219,8 @@ export class RetrievalService implements Retriever {
 
     let ranked: RankedRow[];
     if (opts.strategy === 'exact' || !query) {
+      // The key's own statistics score the matches (their reported ftsScore); the newest rows need none.
+      if (apiKeyId !== null && query) await this.catchUpIndex(apiKeyId, filter, this.keywordIndex.holds(apiKeyId) ? null : this.keywordIndex.warm(apiKeyId));
       ranked = this.exact(filter, query);
       resolution.strategyUsed = 'exact';
       if (opts.strategy !== 'exact' && !query) resolution.fallbackReason = 'empty query: newest memories first';
@@ -229,33 +236,7 @@ export class RetrievalService implements Retriever {
           : await this.vectorHits(apiKeyId, query, filter, settings, signal);
       // A cancelled embedding looks like a failed one: stop here rather than fall back for nobody.
       signal?.throwIfAborted();
-      if (apiKeyId !== null) {
-        await warming;
-        // Whether this retrieval loaded the key: then what landed during the load is caught up synchronously (index()),
-        // never by another load, or a worker importing faster than a load takes would have it reload for as long as it imports.
-        let loaded = warming !== null;
-        for (;;) {
-          // Another key's load may have evicted this one while the embedding was awaited: warm again, so the
-          // synchronous code below never loads a whole key on the event loop (nothing below awaits before it is used).
-          while (!this.keywordIndex.holds(apiKeyId)) {
-            await this.keywordIndex.warm(apiKeyId);
-            loaded = true;
-          }
-          // The one change-log catch-up of this retrieval: everything below (ranking, and the rows read
-          // through the record cache it invalidates) sees the key as of this point. The vector tier
-          // already caught up (knownLiveness) when the key was held then: that copy, still held, is it.
-          if (filter.index && this.keywordIndex.held(apiKeyId) === filter.index) break;
-          const index = loaded ? this.keywordIndex.index(apiKeyId) : this.keywordIndex.current(apiKeyId);
-          if (index) {
-            filter.index = index;
-            break;
-          }
-          // Pruned entries missed, or more changes than a synchronous catch-up should apply: reloaded in slices, once.
-          await this.keywordIndex.warm(apiKeyId);
-          loaded = true;
-        }
-        this.records.touch(apiKeyId);
-      }
+      if (apiKeyId !== null) await this.catchUpIndex(apiKeyId, filter, warming);
       if (vec.hits !== null && vec.store) resolution.vectorStore = vec.store;
       if (vec.hits !== null && vec.note) resolution.fallbackReason = vec.note;
       if (vec.hits === null) {
@@ -321,6 +302,39 @@ export class RetrievalService implements Retriever {
     });
   }
 
+  /**
+   * Brings the key's keyword index up to date for this retrieval and puts it in the scope (`warming`: the
+   * load this retrieval started, if any). Never loads a whole key on the event loop: a key not held is
+   * loaded in slices (warm) first.
+   */
+  private async catchUpIndex(apiKeyId: string, filter: Scope, warming: Promise<unknown> | null): Promise<void> {
+    await warming;
+    // Whether this retrieval loaded the key: then what landed during the load is caught up synchronously (index()),
+    // never by another load, or a worker importing faster than a load takes would have it reload for as long as it imports.
+    let loaded = warming !== null;
+    for (;;) {
+      // Another key's load may have evicted this one while the embedding was awaited: warm again, so the
+      // synchronous code below never loads a whole key on the event loop (nothing below awaits before it is used).
+      while (!this.keywordIndex.holds(apiKeyId)) {
+        await this.keywordIndex.warm(apiKeyId);
+        loaded = true;
+      }
+      // The one change-log catch-up of this retrieval: everything below (ranking, and the rows read
+      // through the record cache it invalidates) sees the key as of this point. The vector tier
+      // already caught up (knownLiveness) when the key was held then: that copy, still held, is it.
+      if (filter.index && this.keywordIndex.held(apiKeyId) === filter.index) break;
+      const index = loaded ? this.keywordIndex.index(apiKeyId) : this.keywordIndex.current(apiKeyId);
+      if (index) {
+        filter.index = index;
+        break;
+      }
+      // Pruned entries missed, or more changes than a synchronous catch-up should apply: reloaded in slices, once.
+      await this.keywordIndex.warm(apiKeyId);
+      loaded = true;
+    }
+    this.records.touch(apiKeyId);
+  }
+
   /** Newest first; with a query, only rows relevant to it (keyword candidates over all rows, not the newest 100). */
   private exact(filter: Scope, query: string) {
     if (!query) {
@@ -328,7 +342,17 @@ export class RetrievalService implements Retriever {
     }
     // The original's meaning: only rows holding a query word by its own reckoning.
     // Candidates are the newest matching rows (not the bm25 top-N: a weak but newest match must not be cut).
-    return withRelevance(this.keyword(filter, query, false, 'newest'), query)
+    const candidates = this.keyword(filter, query, false, 'newest');
+    // FTS5 found them over every key's rows; a key's reported keyword score is over its own rows, as in the
+    // other strategies (null for a row that landed after the index caught up: not scored).
+    if (filter.index) {
+      const own = filter.index.bm25Of(ftsQueryTerms(query), candidates.map((c) => c.record.rowId));
+      for (const c of candidates) {
+        const bm25 = own.get(c.record.rowId);
+        c.ftsScore = bm25 === undefined ? null : ftsScoreOf(bm25);
+      }
+    }
+    return withRelevance(candidates, query)
       .filter((x) => x.score > 0)
       .sort((a, b) => (a.record.createdAt < b.record.createdAt ? 1 : a.record.createdAt > b.record.createdAt ? -1 : b.record.rowId - a.record.rowId));
   }

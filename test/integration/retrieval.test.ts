@@ -128,6 +128,27 @@ describe('retrieval', () => {
     expect(await keys('C', { strategy: 'exact', query: 'needle', retentionDays: 365 })).toEqual(['needle']);
   });
 
+  it("exact reports each row's keyword score over its own key's rows: another key's writes never move it", async () => {
+    t.ctx.memory.create(memoryInput({ apiKeyId: 'X1', key: 'sky', content: 'the sky is blue over the bay' }), api);
+    // Enough rows that a word in one of them weighs something (FTS5's idf is ~0 for a word in half the rows).
+    for (const [key, content] of [['sea', 'the sea is green today'], ['tea', 'likes green tea'], ['run', 'runs on sundays'], ['car', 'drives a red car']]) {
+      t.ctx.memory.create(memoryInput({ apiKeyId: 'X1', key, content }), api);
+    }
+    const scoreOf = async (strategy: RetrievalStrategy) =>
+      (await t.ctx.retrieval.retrieve('X1', opts({ strategy, query: 'blue bay' }), { preview: true })).items.find((i) => i.memory.key === 'sky')!.ftsScore;
+    const before = await scoreOf('exact');
+    expect(before).toBeGreaterThan(0);
+    // The key's own bm25, as the keyword tier reports it (hybrid with the vector tier at weight 0 ranks by keywords).
+    const keywordTier = (await t.ctx.retrieval.retrieve('X1', opts({ strategy: 'hybrid', query: 'blue bay', fusion: { vectorWeight: 0 } }), { preview: true })).items;
+    expect(keywordTier.find((i) => i.memory.key === 'sky')!.ftsScore).toBe(before);
+    // Another key makes "blue" common: FTS5's global statistics move; this key's must not.
+    for (let i = 0; i < 60; i++) t.ctx.memory.create(memoryInput({ apiKeyId: 'X2', key: `b${i}`, content: `blue item ${i}` }), api);
+    expect(await scoreOf('exact')).toBe(before);
+    // The key's own writes do move it (its statistics changed).
+    t.ctx.memory.create(memoryInput({ apiKeyId: 'X1', key: 'blue2', content: 'blue shoes' }), api);
+    expect(await scoreOf('exact')).not.toBe(before);
+  });
+
   it('special-character queries never throw and never return another tenant’s rows', async () => {
     // Queries holding the word "cat" match B's cat row and A's look-alike: they must find B's, and only B's.
     const catQueries = new Set(['NEAR(cat dog)', 'content:cat', '^cat', 'cat" OR "1"="1']);
