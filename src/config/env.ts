@@ -210,6 +210,8 @@ export const envSchema = z.object({
   QDRANT_COLLECTION: optionalString,
   /** Deadline of every Qdrant request made by jobs and health checks. */
   QDRANT_TIMEOUT_MS: int(10_000, 100, 600_000),
+  // The qdrant-cleanup schedule (expired points, points whose memory is gone); the job skips at once while Qdrant is off.
+  QDRANT_CLEANUP_EVERY_MS: z.coerce.number().int().refine((n) => n === 0 || (n >= 1000 && n <= 86_400_000), 'expected 0 (off) or 1000-86400000').default(86_400_000),
   /** Deadline of a Qdrant search on the request path (then retrieval falls back to sqlite-vec). */
   QDRANT_SEARCH_TIMEOUT_MS: int(800, 50, 60_000),
 });

@@ -18,7 +18,7 @@ export interface JobSpec<S extends z.ZodType = z.ZodType> {
   /** Overrides of DEFAULT_JOB_OPTIONS. */
   options?: JobsOptions;
   /** Repeat interval for jobs run by a scheduler (created idempotently at worker boot). */
-  scheduleEveryMs?: (env: { REPAIR_SWEEP_EVERY_MS: number; EXPIRE_EVERY_MS: number; COMPACT_EVERY_MS: number }) => number;
+  scheduleEveryMs?: (env: { REPAIR_SWEEP_EVERY_MS: number; EXPIRE_EVERY_MS: number; COMPACT_EVERY_MS: number; QDRANT_CLEANUP_EVERY_MS: number }) => number;
 }
 
 const spec = <S extends z.ZodType>(s: JobSpec<S>) => s;
@@ -166,6 +166,7 @@ export const JOBS = {
     queue: 'maintenance',
     schema: z.strictObject({ batchSize: z.number().int().min(1).max(1000).default(256) }),
     jobId: (_d, now) => `qdrant-cleanup-${Math.floor(now / 10_000)}`,
+    scheduleEveryMs: (e) => e.QDRANT_CLEANUP_EVERY_MS,
   }),
 } as const satisfies Record<string, JobSpec>;
 

@@ -35,10 +35,11 @@ describe('P2: job schedulers after Redis comes back empty', () => {
   it('a running worker re-creates them on a new, empty redis-server on the same port', async () => {
     const first = await TestRedis.start({ persist: false });
     servers.push(first);
-    const env = testEnv({ REDIS_URL: first.url, REPAIR_SWEEP_EVERY_MS: '60000', EXPIRE_EVERY_MS: '120000' });
+    const env = testEnv({ REDIS_URL: first.url, REPAIR_SWEEP_EVERY_MS: '60000', EXPIRE_EVERY_MS: '120000', QDRANT_CLEANUP_EVERY_MS: '3600000' });
     worker = await startWorker(env, silentLog());
     const expected = [
       { id: 'schedule-expire-memories', every: 120_000 },
+      { id: 'schedule-qdrant-cleanup', every: 3_600_000 },
       { id: 'schedule-repair-sweep', every: 60_000 },
     ];
     expect(await schedulers(first.url, env.QUEUE_PREFIX)).toEqual(expected);
@@ -52,7 +53,7 @@ describe('P2: job schedulers after Redis comes back empty', () => {
 
     const back = await waitUntil(async () => {
       const s = await schedulers(second.url, env.QUEUE_PREFIX);
-      return s.length === 2 ? s : null;
+      return s.length === expected.length ? s : null;
     }, 20_000, 'the schedulers to be re-created on the new Redis');
     expect(back).toEqual(expected);
     // The schedules work again: each has its next run queued.
@@ -82,8 +83,12 @@ describe('P2: job schedulers after Redis comes back empty', () => {
     await second.start();
     const back = await waitUntil(async () => {
       const s = await schedulers(second.url, env.QUEUE_PREFIX);
-      return s.length > 0 ? s : null;
+      return s.length >= 2 ? s : null;
     }, 20_000, 'the schedulers to be re-created on the new Redis');
-    expect(back).toEqual([{ id: 'schedule-repair-sweep', every: 60_000 }]);
+    // The default daily cleanup, and no expiry schedule.
+    expect(back).toEqual([
+      { id: 'schedule-qdrant-cleanup', every: 86_400_000 },
+      { id: 'schedule-repair-sweep', every: 60_000 },
+    ]);
   });
 });

@@ -167,7 +167,20 @@ describe('job pipeline against the real Redis', () => {
     const second = await startWorker(env, silentLog());
     await second.stop();
     const schedulers = await queue('maintenance').getJobSchedulers();
-    expect(schedulers.map((s) => s.key ?? s.id).sort()).toEqual(['schedule-expire-memories', 'schedule-repair-sweep']);
+    expect(schedulers.map((s) => s.key ?? s.id).sort()).toEqual(['schedule-expire-memories', 'schedule-qdrant-cleanup', 'schedule-repair-sweep']);
+  });
+
+  it('the scheduled qdrant-cleanup ends at once, saying why, while Qdrant is not enabled', async () => {
+    const { every } = (await queue('maintenance').getJobScheduler('schedule-qdrant-cleanup'))!;
+    expect(every).toBe(86_400_000);
+    // What the schedule adds each day: the same job with its defaults.
+    const { jobId } = await t.ctx.queues.enqueue('qdrant-cleanup', {});
+    const done = await waitUntil(async () => {
+      const j = await queue('maintenance').getJob(jobId);
+      return j?.finishedOn ? j : null;
+    }, 10_000, 'cleanup completion');
+    expect(done.failedReason).toBeUndefined();
+    expect(done.returnvalue).toEqual({ phase: 'skipped', reason: 'Qdrant is not enabled', deletedCount: 0 });
   });
 
   it('/metrics shows queue depth, HTTP latency by route and job durations/failures by job name', async () => {
