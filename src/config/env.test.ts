@@ -1,4 +1,5 @@
-import { EnvError, loadEnv } from './env';
+import os from 'node:os';
+import { autoVecScanCacheMb, EnvError, loadEnv, memoryLimitBytes } from './env';
 
 describe('loadEnv', () => {
   it('applies defaults', () => {
@@ -52,5 +53,21 @@ describe('loadEnv', () => {
     expect(() => loadEnv({ TRUST_PROXY: '10.0.0.0/255.0.255.0' })).toThrow(/TRUST_PROXY/);
     // Forms a newer address parser takes but express's does not (it would throw at startup instead).
     for (const v of ['127.1', '1.5', '1.2.3.4/4294967295']) expect(() => loadEnv({ TRUST_PROXY: v })).toThrow(/TRUST_PROXY: .*not one/);
+  });
+
+  it("MEMORY_VEC_SCAN_CACHE_MB: 'auto' (the default) is a quarter of the process's memory limit, at most 256; a number is taken as is", () => {
+    expect(autoVecScanCacheMb(24 * 1024 ** 3)).toBe(256);
+    expect(autoVecScanCacheMb(1024 ** 3)).toBe(256);
+    expect(autoVecScanCacheMb(512 * 1024 ** 2)).toBe(128);
+    expect(autoVecScanCacheMb(100 * 1024 ** 2)).toBe(25);
+    expect(autoVecScanCacheMb(0)).toBe(0);
+    const limit = memoryLimitBytes();
+    expect(limit).toBeGreaterThan(0);
+    expect(limit).toBeLessThanOrEqual(os.totalmem());
+    expect(loadEnv({}).MEMORY_VEC_SCAN_CACHE_MB).toBe(autoVecScanCacheMb(limit));
+    expect(loadEnv({ MEMORY_VEC_SCAN_CACHE_MB: 'auto' }).MEMORY_VEC_SCAN_CACHE_MB).toBe(autoVecScanCacheMb(limit));
+    expect(loadEnv({ MEMORY_VEC_SCAN_CACHE_MB: '0' }).MEMORY_VEC_SCAN_CACHE_MB).toBe(0);
+    expect(loadEnv({ MEMORY_VEC_SCAN_CACHE_MB: '512' }).MEMORY_VEC_SCAN_CACHE_MB).toBe(512);
+    expect(() => loadEnv({ MEMORY_VEC_SCAN_CACHE_MB: 'lots' })).toThrow(/MEMORY_VEC_SCAN_CACHE_MB: expected 'auto' or an integer/);
   });
 });

@@ -1,9 +1,27 @@
+import os from 'node:os';
 import path from 'node:path';
 import proxyaddr from 'proxy-addr';
 import { z } from 'zod';
 import { QUEUE_NAMES, type QueueName } from './queue-names';
 
 export { QUEUE_NAMES, type QueueName };
+
+/** The memory this process may use: its cgroup's limit (a container's memory limit) when it has one, else the machine's. */
+export function memoryLimitBytes(): number {
+  const total = os.totalmem();
+  // Node ≥ 19.6; an unconstrained process reports 0 or a huge number (2^64 on cgroup v2's "max").
+  const constrained = typeof process.constrainedMemory === 'function' ? process.constrainedMemory() : undefined;
+  return constrained !== undefined && constrained > 0 && constrained < total ? constrained : total;
+}
+
+/**
+ * MEMORY_VEC_SCAN_CACHE_MB's 'auto': a quarter of `limitBytes`, at most 256 MB. A 100k-vector key of
+ * 384 dimensions takes ~186 MB (float32 and int8 rows), so 256 keeps one such key in memory; a 512 MB
+ * container gets 128 MB rather than a budget that alone would push it towards its limit.
+ */
+export function autoVecScanCacheMb(limitBytes: number): number {
+  return Math.max(0, Math.min(256, Math.floor(limitBytes / 4 / 1_048_576)));
+}
 
 const TRUE = new Set(['true', '1', 'yes', 'on']);
 const FALSE = new Set(['false', '0', 'no', 'off', '']);
@@ -173,7 +191,11 @@ export const envSchema = z.object({
    * SIMD instead of vec0 (issue #14); least recently searched tenants are dropped past it, a tenant
    * larger than all of it is searched by vec0. 0 = always vec0.
    */
-  MEMORY_VEC_SCAN_CACHE_MB: int(256, 0, 1_048_576),
+  // 'auto': a quarter of the memory this process may use, at most 256 (autoVecScanCacheMb).
+  MEMORY_VEC_SCAN_CACHE_MB: z
+    .union([z.literal('auto'), z.coerce.number().int().min(0).max(1_048_576)], { error: "expected 'auto' or an integer 0-1048576" })
+    .default('auto')
+    .transform((v) => (v === 'auto' ? autoVecScanCacheMb(memoryLimitBytes()) : v)),
   /**
    * Bytes of the per-key in-memory keyword indexes (src/memory/keyword-index.ts), least recently
    * used dropped first. The key being queried is always kept, so a key larger than this is still
