@@ -8,6 +8,7 @@ describe('loadEnv', () => {
     expect(env.HOST).toBe('127.0.0.1');
     expect(env.QUEUE_PREFIX).toBe('engram');
     expect(env.WORKER_QUEUES.length).toBeGreaterThan(0);
+    expect(env.QDRANT_CLEANUP_EVERY_MS).toBe(86_400_000);
   });
 
   it('names each invalid variable and what was expected', () => {

@@ -49,6 +49,9 @@ export function testEnv(overrides: Record<string, string | undefined> = {}): Env
     REDIS_URL: testRedisUrl(),
     // The brute-force brake is off in tests that send many wrong credentials on purpose (auth tables, fuzzers); test/reliability/abuse.test.ts turns it on.
     AUTH_FAILURE_LIMIT: '0',
+    // Off unless a test turns it on: its daily schedule would leave a delayed job in every test's maintenance queue,
+    // and tests that turn the other schedules off wait for that queue to be idle.
+    QDRANT_CLEANUP_EVERY_MS: '0',
     ...overrides,
   });
 }

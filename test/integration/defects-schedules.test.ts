@@ -75,7 +75,7 @@ describe('P2: job schedulers after Redis comes back empty', () => {
   it('with a schedule turned off (0) nothing is re-created for it', async () => {
     const first = await TestRedis.start({ persist: false });
     servers.push(first);
-    const env = testEnv({ REDIS_URL: first.url, REPAIR_SWEEP_EVERY_MS: '60000', EXPIRE_EVERY_MS: '0' });
+    const env = testEnv({ REDIS_URL: first.url, REPAIR_SWEEP_EVERY_MS: '60000', EXPIRE_EVERY_MS: '0', QDRANT_CLEANUP_EVERY_MS: '86400000' });
     worker = await startWorker(env, silentLog());
     await first.stop(true);
     const second = new TestRedis(first.port, { persist: false });

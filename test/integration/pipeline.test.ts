@@ -48,7 +48,7 @@ describe('job pipeline against the real Redis', () => {
   };
 
   beforeAll(async () => {
-    const env = testEnv();
+    const env = testEnv({ QDRANT_CLEANUP_EVERY_MS: '86400000' });
     t = buildTestApi(env);
     calls = {};
     gate = newGate();
