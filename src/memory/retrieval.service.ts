@@ -26,7 +26,7 @@ import { toPublic } from './types';
 /** Keyword candidates per query: bm25-ranked over every row that passes the filters. */
 const FTS_LIMIT = 100;
 /**
- * A query term held by more than this share of all indexed rows is left out of the keyword MATCH
+ * A query term held by more than this share of the key's rows (of all rows in the all-keys preview) is left out of the keyword MATCH
  * while a rarer term remains (issue #14; bench/README.md): fewer candidates for FTS5 to score, and
  * on the quality bench a better ranking (R@10 and MRR up on every set).
  */
@@ -687,7 +687,7 @@ export class RetrievalService implements Retriever {
   /**
    * Fuses the vector and keyword rankings. `rrf`: weighted reciprocal rank fusion (ranks only).
    * `convex` (Bruch et al. 2023): (w_fts·kw + w_vec·vec) / (w_fts + w_vec) where kw = bm25 divided
-   * by the query's own scale Σ idf(t) from FTS5's statistics, capped at 1 — a list of name-only
+   * by the query's own scale Σ idf(t) over the key's own statistics (its keyword index), capped at 1 — a list of name-only
    * matches stays near 0 instead of being stretched to 1 by min-max over the list — and vec = the
    * cosine min-max normalised over the vector hits: static models score everything 0.4–0.7, so raw
    * cosine would hand every vector hit a bonus a keyword-only candidate (its cosine unknown, below

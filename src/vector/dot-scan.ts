@@ -1,7 +1,7 @@
 /**
  * The in-memory KNN scan of one tenant's vectors (issue #14): a float32 matrix in a WebAssembly
  * memory, scored by a WASM SIMD dot-product loop (src/vector/dot-scan.wat; 100k × 100 dims in
- * ~1 ms where sqlite-vec 0.1.9's vec0 scan takes ~30 ms), then an exact top-k in JS. Rows are unit
+ * ~1.3 ms where sqlite-vec 0.1.9's vec0 scan takes ~21 ms: README "Speed at scale", bench/README.md), then an exact top-k in JS. Rows are unit
  * vectors, so the dot product is the cosine similarity and the ranking is exact float KNN.
  *
  * An int8 copy of every row makes the scan cheaper without changing its answer: a first pass over
