@@ -372,10 +372,10 @@ export class SqliteVecStore implements VectorStore {
     return this.db.transaction(() => this.repo.markAllNeedsReindex()).immediate();
   }
 
-  /** Deletes vectors whose memory no longer exists (the repair sweep); 0 without sqlite-vec or a table. */
-  pruneOrphans(): number {
+  /** Deletes vectors whose memory no longer exists, at most `limit` (the repair sweep); 0 without sqlite-vec or a table. */
+  pruneOrphans(limit = 1000): number {
     if (!this.vecLoaded || !this.repo.tableExists()) return 0;
-    return this.db.transaction(() => this.repo.deleteOrphans()).immediate();
+    return this.db.transaction(() => this.repo.deleteOrphans(limit)).immediate();
   }
 }
 

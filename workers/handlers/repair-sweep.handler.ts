@@ -3,9 +3,10 @@ import type { Handler } from '../context';
 /**
  * Catches what a crash or a Redis outage left behind: moves outbox rows into their queues (same
  * ids, so nothing runs twice; a row that can never be added is quarantined, not retried), re-adds
- * durable records (extract-facts) a Redis restarted empty may have lost, prunes old tombstones, starts
- * a reindex when the index drifted from the model in effect, and otherwise queues `embed-memory`
- * for rows still flagged.
+ * durable records (extract-facts) a Redis restarted empty may have lost, prunes old tombstones, deletes
+ * vectors whose memory is gone (a delete made where sqlite-vec was not loaded, or outside Engram),
+ * starts a reindex when the index drifted from the model in effect, and otherwise queues
+ * `embed-memory` for rows still flagged.
  */
 export const repairSweep: Handler<'repair-sweep'> = async (data, { job, ctx, yieldIfStopping }) => {
   const outbox = await ctx.queues.flushOutbox(data.batchSize);
@@ -13,7 +14,9 @@ export const repairSweep: Handler<'repair-sweep'> = async (data, { job, ctx, yie
   await job.updateProgress({ phase: 'outbox', done: outbox.moved, remaining: outbox.remaining, quarantined: outbox.quarantined });
   // Quarantined rows are not "remaining": they never block a sweep (an operator deletes them).
   if (outbox.remaining > 0) throw new Error(`outbox not drained: ${outbox.remaining} rows remain`);
-  const base = { reason: data.reason, outboxMoved: outbox.moved, outboxQuarantined: outbox.quarantined, outboxPruned: pruned.done + pruned.quarantined };
+  // Whatever the embedding settings now are: the vectors were written under earlier ones.
+  const orphanVectorsPruned = ctx.vectors.pruneOrphans(data.batchSize);
+  const base = { reason: data.reason, outboxMoved: outbox.moved, outboxQuarantined: outbox.quarantined, outboxPruned: pruned.done + pruned.quarantined, orphanVectorsPruned };
 
   const settings = ctx.settings.memoryFresh();
   if (!ctx.vectors.available() || !ctx.embedding.resolve(settings).source) {
