@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import { waitUntil } from '../../test/helpers/wait';
 import { createLogger } from '../logger';
 import type { JobInput } from '../queue/jobs';
-import { AccessRecorder, MAX_IDS_PER_JOB } from './access-recorder';
+import { AccessRecorder, FLUSH_EARLY_AT_IDS, MAX_IDS_PER_JOB } from './access-recorder';
 
 /** The two QueueLayer calls the recorder makes, recorded; `ready` is Redis' state. */
 function fakeQueues() {
@@ -39,23 +39,38 @@ describe('AccessRecorder', () => {
     await Promise.all(open.splice(0).map((r) => r.close()));
   });
 
-  it('records without touching the queue, then sends one job per ≤200 ids, every access kept (repeats too)', async () => {
+  it('records without touching the queue, then sends one job per ≤200 distinct ids, every access kept as a count', async () => {
     const q = fakeQueues();
     const r = recorder(q);
     const a = ids(150);
     const b = ids(150);
-    const again = a.slice(0, 150);
     r.record(a);
     r.record(b);
-    r.record(again);
+    // A second chat injecting a's memories again.
+    r.record(a);
     expect(q.jobs).toHaveLength(0);
     await r.flush();
-    expect(q.jobs.map((j) => j.memoryIds.length)).toEqual([MAX_IDS_PER_JOB, MAX_IDS_PER_JOB, 50]);
-    expect(q.jobs.flatMap((j) => j.memoryIds)).toEqual([...a, ...b, ...again]);
-    expect(r.stats()).toMatchObject({ recordedIds: 450, jobs: 3, droppedIds: 0 });
+    expect(q.jobs.map((j) => j.memoryIds.length)).toEqual([MAX_IDS_PER_JOB, 100]);
+    expect(q.jobs.flatMap((j) => j.memoryIds)).toEqual([...a, ...b]);
+    // Each id once, with how often it was injected; a job of single accesses carries no counts.
+    expect(q.jobs[0]!.counts).toEqual([...a.map(() => 2), ...b.slice(0, 50).map(() => 1)]);
+    expect(q.jobs[1]).toEqual({ memoryIds: b.slice(50) });
+    expect(r.stats()).toMatchObject({ recordedIds: 450, jobs: 2, droppedIds: 0 });
     // Nothing left to send.
     await r.flush();
-    expect(q.jobs).toHaveLength(3);
+    expect(q.jobs).toHaveLength(2);
+  });
+
+  it('an id injected into many chats between two sends travels once, with its count', async () => {
+    const q = fakeQueues();
+    const r = recorder(q);
+    const hot = ids(3);
+    for (let chat = 0; chat < 500; chat++) r.record([...hot, ...ids(chat % 100 === 0 ? 1 : 0)]);
+    expect(r.stats()).toMatchObject({ recordedIds: 1505, pendingIds: 8 });
+    await r.flush();
+    expect(q.jobs).toHaveLength(1);
+    expect(q.jobs[0]!.memoryIds.slice(0, 3)).toEqual(hot);
+    expect(q.jobs[0]!.counts).toEqual([500, 500, 500, 1, 1, 1, 1, 1]);
   });
 
   it('drops the batch when Redis is not ready (a debug line and a counter), and sends again once it is', async () => {
@@ -92,7 +107,7 @@ describe('AccessRecorder', () => {
     expect(lines.join('')).toContain('could not record memory access');
   });
 
-  it('flushes on its own timer, and a full job does not wait for it', async () => {
+  it('flushes on its own timer, and FLUSH_EARLY_AT_IDS distinct ids do not wait for it', async () => {
     const q = fakeQueues();
     const r = recorder(q, 20);
     const one = ids(1);
@@ -101,11 +116,16 @@ describe('AccessRecorder', () => {
     await waitUntil(() => q.jobs.length === 1, 5000, 'the timer flush');
     expect(q.jobs[0]).toEqual({ memoryIds: one });
 
+    // Many distinct ids do not wait for the timer either; one job's worth does.
     const slow = recorder(q);
-    const full = ids(MAX_IDS_PER_JOB);
-    slow.record(full);
-    await waitUntil(() => q.jobs.length === 2, 5000, 'the full batch to go');
-    expect(q.jobs[1]).toEqual({ memoryIds: full });
+    slow.record(ids(MAX_IDS_PER_JOB));
+    await new Promise((r) => setImmediate(r));
+    expect(q.jobs).toHaveLength(1);
+    const many = ids(FLUSH_EARLY_AT_IDS - MAX_IDS_PER_JOB);
+    slow.record(many);
+    const jobs = FLUSH_EARLY_AT_IDS / MAX_IDS_PER_JOB;
+    await waitUntil(() => q.jobs.length === 1 + jobs, 5000, 'the early batch to go');
+    expect(q.jobs.slice(1).flatMap((j) => j.memoryIds).slice(MAX_IDS_PER_JOB)).toEqual(many);
   });
 
   it('close() sends what is pending; later records are dropped and counted', async () => {

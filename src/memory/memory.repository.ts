@@ -277,10 +277,10 @@ export class MemoryRepository {
     return (this.stmt('SELECT count(*) AS n FROM memories').get() as { n: number }).n;
   }
 
-  /** Bumps access counters (not a content change, so no history row). */
-  recordAccess(ids: string[], nowIso: string): number {
-    const stmt = this.stmt('UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? WHERE id = ?');
-    return this.db.transaction(() => ids.reduce((n, id) => n + stmt.run(nowIso, id).changes, 0)).immediate();
+  /** Bumps access counters by `counts[i]` (default 1 each; an id listed twice counts twice); not a content change, so no history row. */
+  recordAccess(ids: string[], nowIso: string, counts?: readonly number[]): number {
+    const stmt = this.stmt('UPDATE memories SET access_count = access_count + ?, last_accessed_at = ? WHERE id = ?');
+    return this.db.transaction(() => ids.reduce((n, id, i) => n + stmt.run(counts?.[i] ?? 1, nowIso, id).changes, 0)).immediate();
   }
 
   /** Ids of rows past their expiry, oldest expiry first. */

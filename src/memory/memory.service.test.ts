@@ -129,3 +129,26 @@ describe('D9: re-asserting an unchanged fact', () => {
     }
   });
 });
+
+describe('record-access: counts per id', () => {
+  it('adds each id its count (1 when none is given, and per listing when an id is listed twice); the payload needs one count per id', async () => {
+    const { parsePayload } = await import('../queue/jobs');
+    const s = tempStorage();
+    try {
+      const a = s.memory.create(memoryInput({ key: 'a', content: 'likes tea' }), api).memory;
+      const b = s.memory.create(memoryInput({ key: 'b', content: 'likes coffee' }), api).memory;
+      const at = nowIso();
+      // A job the api sends now (counts), and one from before counts existed (an id per injection).
+      expect(s.memory.recordAccess([a.id, b.id], at, [500, 1])).toBe(2);
+      expect(s.memory.recordAccess([a.id, a.id], at)).toBe(2);
+      expect(s.memory.get(a.id)).toMatchObject({ accessCount: 502, lastAccessedAt: at });
+      expect(s.memory.get(b.id)).toMatchObject({ accessCount: 1 });
+      expect(parsePayload('record-access', { memoryIds: [a.id], counts: [3] })).toEqual({ memoryIds: [a.id], counts: [3] });
+      expect(parsePayload('record-access', { memoryIds: [a.id] })).toEqual({ memoryIds: [a.id] });
+      expect(() => parsePayload('record-access', { memoryIds: [a.id, b.id], counts: [3] })).toThrow(/one count per memory id/);
+      expect(() => parsePayload('record-access', { memoryIds: [a.id], counts: [0] })).toThrow();
+    } finally {
+      s.close();
+    }
+  });
+});

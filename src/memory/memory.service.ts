@@ -519,8 +519,8 @@ export class MemoryService {
   }
 
   /** Bumps access counters of injected memories (the record-access job; bookkeeping, no history row). */
-  recordAccess(ids: string[], nowIso: string): number {
-    const n = this.repo.recordAccess(ids, nowIso);
+  recordAccess(ids: string[], nowIso: string, counts?: readonly number[]): number {
+    const n = this.repo.recordAccess(ids, nowIso, counts);
     for (const id of ids) this.cache.invalidate(id);
     return n;
   }

@@ -95,7 +95,10 @@ export const JOBS = {
   }),
   'record-access': spec({
     queue: 'maintenance',
-    schema: z.strictObject({ memoryIds: z.array(z.uuid()).min(1).max(200) }),
+    // counts[i]: how often memoryIds[i] was injected since the api's last send (absent: once each; jobs from before it was added).
+    schema: z
+      .strictObject({ memoryIds: z.array(z.uuid()).min(1).max(200), counts: z.array(z.number().int().min(1).max(1_000_000_000)).max(200).optional() })
+      .refine((d) => d.counts === undefined || d.counts.length === d.memoryIds.length, { path: ['counts'], message: 'expected one count per memory id' }),
     options: { attempts: 3, removeOnComplete: { age: 3600, count: 100 } },
   }),
   'backend-sync': spec({

@@ -842,10 +842,15 @@ describeWithRealRetrieval('with the real retrieval and SQLite store (memories an
     );
     expect(jobs.length).toBeGreaterThan(0);
     expect(jobs.length).toBeLessThan(50);
-    // One entry per injection: every access reaches the job, none is merged away on the api side.
-    expect(jobs.flatMap((j) => (j.data.memoryIds as string[]).filter((id) => id === bees))).toHaveLength(50);
-    // The worker applied them (MemoryService.recordAccess still collapses repeats within one job: see the D2 commit).
-    await waitUntil(async () => (await accessCount(bees)) >= jobs.length, 10_000, 'the access counts');
+    // Every access reaches the jobs: an id once per job, with how often it was injected since the last send.
+    const sent = jobs.flatMap((j) => {
+      const d = j.data as { memoryIds: string[]; counts?: number[] };
+      return d.memoryIds.flatMap((id, i) => (id === bees ? [d.counts?.[i] ?? 1] : []));
+    });
+    expect(sent.length).toBe(jobs.length);
+    expect(sent.reduce((a, n) => a + n, 0)).toBe(50);
+    // The worker applied every one of them.
+    await waitUntil(async () => (await accessCount(bees)) === 50, 10_000, 'the access counts');
     expect(t.ctx.queues.outboxCount()).toBe(0);
   });
 });
