@@ -305,19 +305,26 @@ export class VectorRepository {
   }
 
   /**
-   * Deletes vectors whose memory is gone (left behind by a process that ran without sqlite-vec, or a
-   * delete made outside Engram), at most `limit`; returns how many. The ids come from vec0's own rowid
-   * table (`vec_memories_rowids`, where the rowid is the memory_id): 3 ms at 100k vectors and 39 ms at
-   * 1M, where the same anti-join over vec0 itself reads every chunk (32 / 410 ms). A sqlite-vec whose
-   * shadow tables are named otherwise is asked through vec0.
+   * Memory ids that have a vector but no memory (left behind by a process that ran without sqlite-vec, or a
+   * delete made outside Engram), at most `limit`. Read from vec0's own rowid table (`vec_memories_rowids`,
+   * whose rowid is the memory_id): 3 ms at 100k vectors and 39 ms at 1M, where the same anti-join over vec0
+   * itself reads every chunk (32 / 410 ms). A sqlite-vec without that table is asked through vec0.
    */
-  deleteOrphans(limit: number): number {
-    let orphans: { rowId: number }[];
+  orphanCandidates(limit: number): number[] {
+    const sql = (from: string, id: string) => `SELECT ${id} AS rowId FROM ${from} WHERE ${id} NOT IN (SELECT memory_id FROM memories) LIMIT ?`;
+    let rows: { rowId: number }[];
     try {
-      orphans = this.stmt('SELECT rowid AS rowId FROM vec_memories_rowids WHERE rowid NOT IN (SELECT memory_id FROM memories) LIMIT ?').all(limit) as { rowId: number }[];
-    } catch {
-      orphans = this.stmt('SELECT memory_id AS rowId FROM vec_memories WHERE memory_id NOT IN (SELECT memory_id FROM memories) LIMIT ?').all(limit) as { rowId: number }[];
+      rows = this.stmt(sql('vec_memories_rowids', 'rowid')).all(limit) as { rowId: number }[];
+    } catch (err) {
+      if (!/no such (table|column)/.test((err as Error).message)) throw err;
+      rows = this.stmt(sql('vec_memories', 'memory_id')).all(limit) as { rowId: number }[];
     }
-    return orphans.filter((o) => this.deleteVector(o.rowId)).length;
+    return rows.map((r) => r.rowId);
+  }
+
+  /** Deletes the vectors of `rowIds` whose memory is still gone (call in a write transaction); returns how many. */
+  deleteOrphans(rowIds: readonly number[]): number {
+    const exists = this.stmt('SELECT 1 FROM memories WHERE memory_id = ?');
+    return rowIds.filter((id) => exists.get(id) === undefined && this.deleteVector(id)).length;
   }
 }

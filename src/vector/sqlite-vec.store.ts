@@ -375,7 +375,10 @@ export class SqliteVecStore implements VectorStore {
   /** Deletes vectors whose memory no longer exists, at most `limit` (the repair sweep); 0 without sqlite-vec or a table. */
   pruneOrphans(limit = 1000): number {
     if (!this.vecLoaded || !this.repo.tableExists()) return 0;
-    return this.db.transaction(() => this.repo.deleteOrphans(limit)).immediate();
+    // Found outside the write lock (a scan of every vector's id), deleted under it after checking each memory is still gone.
+    const candidates = this.repo.orphanCandidates(limit);
+    if (candidates.length === 0) return 0;
+    return this.db.transaction(() => this.repo.deleteOrphans(candidates)).immediate();
   }
 }
 
