@@ -67,7 +67,7 @@ export class AccessRecorder {
   record(ids: readonly string[]): void {
     if (ids.length === 0) return;
     this.counts.recordedIds += ids.length;
-    if (this.closed) return this.drop(ids.length, 'too many pending access counts');
+    if (this.closed) return this.drop(ids.length, 'recorder closed');
     const pending = this.pending;
     let dropped = 0;
     for (const id of ids) {

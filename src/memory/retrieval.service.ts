@@ -220,7 +220,11 @@ export class RetrievalService implements Retriever {
     let ranked: RankedRow[];
     if (opts.strategy === 'exact' || !query) {
       // The key's own statistics score the matches (their reported ftsScore); the newest rows need none.
-      if (apiKeyId !== null && query) await this.catchUpIndex(apiKeyId, filter, this.keywordIndex.holds(apiKeyId) ? null : this.keywordIndex.warm(apiKeyId));
+      if (apiKeyId !== null && query) {
+        await this.catchUpIndex(apiKeyId, filter, this.keywordIndex.holds(apiKeyId) ? null : this.keywordIndex.warm(apiKeyId));
+        // A first query of a large key loads its index in slices: a caller that gave up meanwhile gets nothing (nor counts).
+        signal?.throwIfAborted();
+      }
       ranked = this.exact(filter, query);
       resolution.strategyUsed = 'exact';
       if (opts.strategy !== 'exact' && !query) resolution.fallbackReason = 'empty query: newest memories first';
