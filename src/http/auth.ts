@@ -40,11 +40,19 @@ export function bearer(req: Request): string | null {
  * the CSRF_HEADER (403 `csrf_header_required` / `cross_site_refused` otherwise). 401 without credentials (a browser GET is redirected to `loginRedirect`), 403 for a wrong
  * token. A revoked, expired or foreign session counts as no credentials: the browser signs in again.
  */
+/** Every handler requireManagement made: the OpenAPI description reads a route's audience off its own handlers (isManagementGuard). */
+const MANAGEMENT_GUARDS = new WeakSet<object>();
+
+/** Whether `fn` is a requireManagement guard. */
+export function isManagementGuard(fn: unknown): boolean {
+  return typeof fn === 'function' && MANAGEMENT_GUARDS.has(fn);
+}
+
 export function requireManagement(
   token: string,
   opts: { sessions?: AdminSessionService; loginRedirect?: string; cookieNeedsCsrfHeader?: boolean; throttle?: AuthThrottle } = {},
 ): RequestHandler {
-  return async (req, res, next) => {
+  const guard: RequestHandler = async (req, res, next) => {
     const header = bearer(req);
     if (header) {
       // Checked first, throttled second, nothing awaited in between (see AuthThrottle.verdict).
@@ -74,6 +82,8 @@ export function requireManagement(
     res.locals.auth = { kind: 'management' };
     next();
   };
+  MANAGEMENT_GUARDS.add(guard);
+  return guard;
 }
 
 const NOT_THROTTLED: ThrottleVerdict = { blocked: false };

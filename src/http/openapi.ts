@@ -1,6 +1,7 @@
 import type { Express } from 'express';
 import { z } from 'zod';
 import { routeMetaOf, type RouteMeta } from './route-doc';
+import { isManagementGuard } from './auth';
 import { walkRoutes, type RouteEntry } from './route-table';
 
 type Json = Record<string, unknown>;
@@ -30,9 +31,10 @@ export function jsonSchemaOf(schema: z.ZodType, io: 'input' | 'output'): Json {
 
 type Audience = 'management' | 'client' | 'mcp' | 'public';
 
-function audienceOf(path: string): Audience {
-  // /metrics: the management token unless METRICS_PUBLIC (described on the route).
-  if (path.startsWith('/api/') || path === '/metrics') return 'management';
+function audienceOf(route: RouteEntry): Audience {
+  const path = route.path;
+  // /api is guarded where it is mounted; a route elsewhere (/metrics unless METRICS_PUBLIC) by a guard of its own.
+  if (path.startsWith('/api/') || route.handlers.some(isManagementGuard)) return 'management';
   if (path.startsWith('/v1/')) return 'client';
   if (path === '/mcp') return 'mcp';
   return 'public';
@@ -94,7 +96,7 @@ function errorResponses(audience: Audience, meta: RouteMeta | null, hasPathParam
 }
 
 function operation(route: RouteEntry, meta: RouteMeta | null, pathParams: string[]): Json {
-  const audience = audienceOf(route.path);
+  const audience = audienceOf(route);
   const doc = meta?.doc ?? {};
   const params = [...objectParams(meta?.schemas.params, 'path'), ...objectParams(meta?.schemas.query, 'query')];
   for (const name of pathParams) if (!params.some((p) => p.name === name && p.in === 'path')) params.push({ name, in: 'path', required: true, schema: { type: 'string' } });

@@ -10,6 +10,7 @@ import { createBody, listQuery, previewBody } from '../../src/http/routes/memory
 import { memorySettingsUpdateSchema } from '../../src/memory/settings';
 import { Metrics } from '../../src/metrics';
 import { buildTestApi, type TestApi } from '../helpers/api';
+import { testEnv } from '../helpers/env';
 import { validateOpenApi } from '../helpers/openapi-validate';
 
 type Doc = OpenAPIV3_1.Document;
@@ -72,6 +73,8 @@ describe('GET /openapi.json and /docs', () => {
     expect(doc.paths!['/v1/chat/completions']!.post!.security).toEqual([{ clientKey: [] }, { clientKeyHeader: [] }]);
     expect(doc.paths!['/mcp']!.post!.security).toEqual([{ clientKey: [] }, { managementToken: [] }]);
     expect(doc.paths!['/healthz']!.get!.security).toEqual([]);
+    // /metrics as it is served: the management token, unless METRICS_PUBLIC opens it (then the document says so too).
+    expect(doc.paths!['/metrics']!.get!.security).toEqual([{ managementToken: [] }]);
     expect(doc.components!.schemas!.Error).toMatchObject({ type: 'object', required: ['error', 'requestId'] });
     expect(doc.paths!['/api/memory']!.post!.responses!['400']).toEqual({
       description: expect.any(String),
@@ -114,5 +117,17 @@ describe('GET /openapi.json and /docs', () => {
     expect((await request(t.app).get('/docs/init.js')).text).toContain("url: '/openapi.json'");
     expect((await request(t.app).get('/docs/assets/..%2Fpackage.json')).status).toBe(404);
     expect((await request(t.app).get('/docs/assets/index.html')).status).toBe(404);
+  });
+
+  it('with METRICS_PUBLIC=true, /metrics is described as public, as it answers', async () => {
+    const open = buildTestApi(testEnv({ METRICS_PUBLIC: 'true' }));
+    try {
+      const d = (await request(open.app).get('/openapi.json')).body as Doc;
+      expect(d.paths!['/metrics']!.get!.security).toEqual([]);
+      expect((await request(open.app).get('/metrics')).status).toBe(200);
+      expect(d.paths!['/api/memory']!.get!.security).toEqual([{ managementToken: [] }]);
+    } finally {
+      await open.close();
+    }
   });
 });
