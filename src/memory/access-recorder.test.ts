@@ -73,6 +73,33 @@ describe('AccessRecorder', () => {
     expect(q.jobs[0]!.counts).toEqual([500, 500, 500, 1, 1, 1, 1, 1]);
   });
 
+  it('recordRows counts on the rows themselves, out of sight, merges rows of one id, and starts again after a send', async () => {
+    const q = fakeQueues();
+    const r = recorder(q);
+    const [a, b] = ids(2);
+    const rowA = { id: a, content: 'likes tea' };
+    const rowB = { id: b, content: 'likes coffee' };
+    // Another object for a's row (read from SQLite, not the cache), and a row that cannot hold the count.
+    const rowA2 = { id: a, content: 'likes tea' };
+    const frozen = Object.freeze({ id: b, content: 'likes coffee' });
+    for (let chat = 0; chat < 3; chat++) r.recordRows([rowA, rowB]);
+    r.recordRows([rowA2, frozen]);
+    expect(Object.keys(rowA)).toEqual(['id', 'content']);
+    expect(JSON.stringify(rowA)).toBe(`{"id":"${a}","content":"likes tea"}`);
+    expect(Object.getOwnPropertySymbols({ ...rowA })).toEqual([]);
+    expect(r.stats()).toMatchObject({ recordedIds: 8 });
+    await r.flush();
+    // The frozen row's id first (counted by id), then the rows in the order they were first counted.
+    expect(q.jobs).toEqual([{ memoryIds: [b, a], counts: [4, 4] }]);
+    // Counted from zero again; a recorder's count is its own (another recorder's rows do not share it).
+    const other = recorder(q);
+    r.recordRows([rowA]);
+    other.recordRows([rowA, rowA]);
+    await r.flush();
+    await other.flush();
+    expect(q.jobs.slice(1)).toEqual([{ memoryIds: [a] }, { memoryIds: [a], counts: [2] }]);
+  });
+
   it('drops the batch when Redis is not ready (a debug line and a counter), and sends again once it is', async () => {
     const q = fakeQueues();
     const r = recorder(q);

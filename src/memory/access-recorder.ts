@@ -45,8 +45,15 @@ export interface AccessRecorderStats {
  * outbox: an access count is bookkeeping, and a synchronous outbox write per chat is not worth it.
  */
 export class AccessRecorder {
-  /** Accesses per id since the last send, in first-seen order. */
+  /** Accesses per id since the last send, in first-seen order (record). */
   private pending = new Map<string, number>();
+  /**
+   * Rows counted since the last send, each once, their count kept on the row itself under this recorder's
+   * own symbol (recordRows): a property increment instead of a Map lookup by the whole id string per
+   * injected memory (~25 µs per memory-on chat in the profile for ~104 lookups).
+   */
+  private touched: { readonly id: string }[] = [];
+  private readonly slot = Symbol('engram.accesses');
   private timer: NodeJS.Timeout | null = null;
   private soon = false;
   private closed = false;
@@ -63,6 +70,39 @@ export class AccessRecorder {
     this.maxPending = opts.maxPending ?? MAX_PENDING_IDS;
   }
 
+  /**
+   * Notes one access of each row (retrieval's cached records: the same objects chat after chat); touches neither
+   * Redis nor SQLite. The count is kept on the row (non-enumerable, this recorder's own symbol); a row that cannot
+   * take a property is counted by id.
+   */
+  recordRows(rows: readonly { readonly id: string }[]): void {
+    if (rows.length === 0) return;
+    this.counts.recordedIds += rows.length;
+    if (this.closed) return this.drop(rows.length, 'recorder closed');
+    const slot = this.slot;
+    let dropped = 0;
+    for (const row of rows) {
+      const held = (row as { [k: symbol]: number | undefined })[slot];
+      if (held !== undefined && held > 0) {
+        (row as { [k: symbol]: number })[slot] = held + 1;
+        continue;
+      }
+      if (this.touched.length + this.pending.size >= this.maxPending) {
+        dropped++;
+        continue;
+      }
+      if (held === 0) (row as { [k: symbol]: number })[slot] = 1;
+      else if (Object.isExtensible(row)) Object.defineProperty(row, slot, { value: 1, writable: true, enumerable: false });
+      else {
+        this.pending.set(row.id, (this.pending.get(row.id) ?? 0) + 1);
+        continue;
+      }
+      this.touched.push(row);
+    }
+    if (dropped > 0) this.drop(dropped, 'too many pending access counts');
+    this.afterRecord();
+  }
+
   /** Notes one access of each id; touches neither Redis nor SQLite. */
   record(ids: readonly string[]): void {
     if (ids.length === 0) return;
@@ -73,21 +113,39 @@ export class AccessRecorder {
     for (const id of ids) {
       const n = pending.get(id);
       if (n !== undefined) pending.set(id, n + 1);
-      else if (pending.size < this.maxPending) pending.set(id, 1);
+      else if (pending.size + this.touched.length < this.maxPending) pending.set(id, 1);
       else dropped++;
     }
     if (dropped > 0) this.drop(dropped, 'too many pending access counts');
-    if (pending.size >= FLUSH_EARLY_AT_IDS) this.flushSoon();
-    else if (pending.size > 0) this.schedule();
+    this.afterRecord();
+  }
+
+  private afterRecord(): void {
+    const distinct = this.pending.size + this.touched.length;
+    if (distinct >= FLUSH_EARLY_AT_IDS) this.flushSoon();
+    else if (distinct > 0) this.schedule();
+  }
+
+  /** What is pending, by id (rows' counts collected and reset), and nothing left pending. */
+  private take(): Map<string, number> {
+    const batch = this.pending;
+    this.pending = new Map();
+    const slot = this.slot;
+    for (const row of this.touched) {
+      const r = row as { [k: symbol]: number };
+      batch.set(row.id, (batch.get(row.id) ?? 0) + r[slot]!);
+      r[slot] = 0;
+    }
+    this.touched = [];
+    return batch;
   }
 
   /** Sends everything pending now (one job per ≤200 ids), or drops it when Redis is not ready; never throws. */
   async flush(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
-    const batch = this.pending;
-    if (batch.size === 0) return;
-    this.pending = new Map();
+    if (this.pending.size === 0 && this.touched.length === 0) return;
+    const batch = this.take();
     const sending = this.send(batch);
     this.inFlight.add(sending);
     try {
@@ -105,7 +163,7 @@ export class AccessRecorder {
   }
 
   stats(): AccessRecorderStats {
-    return { ...this.counts, pendingIds: this.pending.size };
+    return { ...this.counts, pendingIds: this.pending.size + this.touched.length };
   }
 
   private schedule(): void {

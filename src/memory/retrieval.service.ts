@@ -282,7 +282,8 @@ export class RetrievalService implements Retriever {
     const totalTokens = selected.reduce((a, it) => a + it.tokens, 0);
 
     // Access counts are bookkeeping: batched in memory and sent as jobs by a timer, never a write on the request path.
-    if (!mode.preview && apiKeyId !== null && selected.length > 0) this.access?.record(selected.map((s) => s.memory.id));
+    // Counted on the rows (the record cache's, the same objects chat after chat), not looked up by id string.
+    if (!mode.preview && apiKeyId !== null && chosen.length > 0) this.access?.recordRows(chosen.map((r) => r.record));
     // Distinct: the duplicate check above ran on the whole list, and rerank, the budget walk and the cut only drop or reorder.
     return { items: selected, resolution, totalTokens, budgetMaxTokens: budget, distinctContent: true };
   }
