@@ -36,7 +36,7 @@ export interface AccessRecorderStats {
 }
 
 /**
- * Access counts, batched off the request path: `record` only counts ids in memory; a timer (unref'd)
+ * Access counts, batched off the request path: `recordRows` (retrieval's) and `record` only count in memory; a timer (unref'd)
  * sends them as record-access jobs of at most 200 distinct ids, each with how often it was injected
  * since the last send. Every access is kept (an id twice = counted twice), but an id injected into
  * many chats travels once: the same hot memories go into most chats, and sending each injection as
