@@ -76,55 +76,54 @@ export class AccessRecorder {
    * take a property is counted by id.
    */
   recordRows(rows: readonly { readonly id: string }[]): void {
-    if (rows.length === 0) return;
-    this.counts.recordedIds += rows.length;
-    if (this.closed) return this.drop(rows.length, 'recorder closed');
-    const slot = this.slot;
-    let dropped = 0;
-    for (const row of rows) {
-      const held = (row as { [k: symbol]: number | undefined })[slot];
-      if (held !== undefined && held > 0) {
-        (row as { [k: symbol]: number })[slot] = held + 1;
-        continue;
-      }
-      if (this.touched.length + this.pending.size >= this.maxPending) {
-        dropped++;
-        continue;
-      }
-      if (held === 0) (row as { [k: symbol]: number })[slot] = 1;
-      else if (Object.isExtensible(row)) Object.defineProperty(row, slot, { value: 1, writable: true, enumerable: false });
-      else {
-        this.pending.set(row.id, (this.pending.get(row.id) ?? 0) + 1);
-        continue;
-      }
-      this.touched.push(row);
-    }
-    if (dropped > 0) this.drop(dropped, 'too many pending access counts');
-    this.afterRecord();
+    this.recordEach(rows, this.countRow);
   }
 
   /** Notes one access of each id; touches neither Redis nor SQLite. */
   record(ids: readonly string[]): void {
-    if (ids.length === 0) return;
-    this.counts.recordedIds += ids.length;
-    if (this.closed) return this.drop(ids.length, 'recorder closed');
-    const pending = this.pending;
-    let dropped = 0;
-    for (const id of ids) {
-      const n = pending.get(id);
-      if (n !== undefined) pending.set(id, n + 1);
-      else if (pending.size + this.touched.length < this.maxPending) pending.set(id, 1);
-      else dropped++;
-    }
-    if (dropped > 0) this.drop(dropped, 'too many pending access counts');
-    this.afterRecord();
+    this.recordEach(ids, this.countId);
   }
 
-  private afterRecord(): void {
+  /** Counts each item (`count` says false when there is no room for it: dropped), then schedules the send. */
+  private recordEach<T>(items: readonly T[], count: (item: T) => boolean): void {
+    if (items.length === 0) return;
+    this.counts.recordedIds += items.length;
+    if (this.closed) return this.drop(items.length, 'recorder closed');
+    let dropped = 0;
+    for (const item of items) if (!count(item)) dropped++;
+    if (dropped > 0) this.drop(dropped, 'too many pending access counts');
     const distinct = this.pending.size + this.touched.length;
     if (distinct >= FLUSH_EARLY_AT_IDS) this.flushSoon();
     else if (distinct > 0) this.schedule();
   }
+
+  /** Whether one more distinct id (or row) may be held. */
+  private hasRoom(): boolean {
+    return this.pending.size + this.touched.length < this.maxPending;
+  }
+
+  private readonly countId = (id: string): boolean => {
+    const n = this.pending.get(id);
+    if (n !== undefined) this.pending.set(id, n + 1);
+    else if (this.hasRoom()) this.pending.set(id, 1);
+    else return false;
+    return true;
+  };
+
+  private readonly countRow = (row: { readonly id: string }): boolean => {
+    const r = row as { [k: symbol]: number | undefined };
+    const held = r[this.slot];
+    if (held !== undefined && held > 0) {
+      r[this.slot] = held + 1;
+      return true;
+    }
+    if (held === undefined && !Object.isExtensible(row)) return this.countId(row.id);
+    if (!this.hasRoom()) return false;
+    if (held === 0) r[this.slot] = 1;
+    else Object.defineProperty(row, this.slot, { value: 1, writable: true, enumerable: false });
+    this.touched.push(row);
+    return true;
+  };
 
   /** What is pending, by id (rows' counts collected and reset), and nothing left pending. */
   private take(): Map<string, number> {
