@@ -77,6 +77,9 @@ const trustProxy = z
   });
 
 const int = (def: number, min: number, max: number) => z.coerce.number().int().min(min).max(max).default(def);
+/** A job schedule's interval: 0 (off) or 1 s to 1 day. */
+const scheduleMs = (def: number) =>
+  z.coerce.number().int().refine((n) => n === 0 || (n >= 1000 && n <= 86_400_000), 'expected 0 (off) or 1000-86400000').default(def);
 const optionalString = z
   .string()
   .optional()
@@ -152,10 +155,10 @@ export const envSchema = z.object({
     }),
   WORKER_STALLED_INTERVAL_MS: int(30_000, 1000, 600_000),
   WORKER_LOCK_DURATION_MS: int(30_000, 1000, 600_000),
-  REPAIR_SWEEP_EVERY_MS: z.coerce.number().int().refine((n) => n === 0 || (n >= 1000 && n <= 86_400_000), 'expected 0 (off) or 1000-86400000').default(60_000),
+  REPAIR_SWEEP_EVERY_MS: scheduleMs(60_000),
   // A durable job (extract-facts) whose record is this old and not done is re-added by the repair sweep (Redis may have lost it).
   OUTBOX_RELAY_GRACE_MS: int(60_000, 0, 86_400_000),
-  EXPIRE_EVERY_MS: z.coerce.number().int().refine((n) => n === 0 || (n >= 1000 && n <= 86_400_000), 'expected 0 (off) or 1000-86400000').default(300_000),
+  EXPIRE_EVERY_MS: scheduleMs(300_000),
 
   UPSTREAM_BASE_URL: z.url({ protocol: /^https?$/, error: 'expected an http(s) URL' }).default('https://api.openai.com/v1'),
   UPSTREAM_API_KEY: optionalString,
@@ -222,7 +225,7 @@ export const envSchema = z.object({
   /** Largest upload POST /api/memory/import accepts (bytes); larger → 413 and nothing stored. */
   IMPORT_MAX_BYTES: int(256 * 1_048_576, 1024, 16 * 1_073_741_824),
   /** How often the auto-compaction sweep runs (settings autoSummarize decides whether it does anything); 0 = off. */
-  COMPACT_EVERY_MS: z.coerce.number().int().refine((n) => n === 0 || (n >= 1000 && n <= 86_400_000), 'expected 0 (off) or 1000-86400000').default(3_600_000),
+  COMPACT_EVERY_MS: scheduleMs(3_600_000),
   /** Timeout of one summary request to the upstream (summaryMode "llm"); on timeout the rule-based text is used. */
   SUMMARY_LLM_TIMEOUT_MS: int(30_000, 100, 600_000),
   // Qdrant, the second vector tier (settings qdrant* win; these are the fallbacks, as in the original).
@@ -233,7 +236,7 @@ export const envSchema = z.object({
   /** Deadline of every Qdrant request made by jobs and health checks. */
   QDRANT_TIMEOUT_MS: int(10_000, 100, 600_000),
   // The qdrant-cleanup schedule (expired points, points whose memory is gone); the job skips at once while Qdrant is off.
-  QDRANT_CLEANUP_EVERY_MS: z.coerce.number().int().refine((n) => n === 0 || (n >= 1000 && n <= 86_400_000), 'expected 0 (off) or 1000-86400000').default(86_400_000),
+  QDRANT_CLEANUP_EVERY_MS: scheduleMs(86_400_000),
   /** Deadline of a Qdrant search on the request path (then retrieval falls back to sqlite-vec). */
   QDRANT_SEARCH_TIMEOUT_MS: int(800, 50, 60_000),
 });
