@@ -106,10 +106,24 @@ interface RunningApiLike {
 async function runApi(root: string): Promise<void> {
   /* eslint-disable @typescript-eslint/no-require-imports */
   const { loadEnv } = require(path.join(root, 'src/config/env.js')) as { loadEnv(): unknown };
-  const { createLogger } = require(path.join(root, 'src/logger.js')) as { createLogger(level: string, name: string): unknown };
-  const { startApi } = require(path.join(root, 'src/api.js')) as { startApi(env: unknown, log: unknown): Promise<RunningApiLike> };
-  const env = loadEnv() as { LOG_LEVEL: string };
-  const api = await startApi(env, createLogger(env.LOG_LEVEL, 'engram-api'));
+  const logger = require(path.join(root, 'src/logger.js')) as {
+    createLogger(level: string, name: string, destination?: unknown): unknown;
+    processLogDestination?(flushMs: number): unknown;
+  };
+  const { startApi, apiProcessLogger } = require(path.join(root, 'src/api.js')) as {
+    startApi(env: unknown, log: unknown): Promise<RunningApiLike>;
+    apiProcessLogger?(env: unknown): unknown;
+  };
+  const env = loadEnv() as { LOG_LEVEL: string; LOG_FLUSH_MS?: number };
+  // The logger `engram api` runs with (buffered stdout since b04845c); until this child used it, the bench measured
+  // pino's default destination, one write per access line, which the api process never had. A build from before
+  // apiProcessLogger gets the same logger from its parts.
+  const log = apiProcessLogger
+    ? apiProcessLogger(env)
+    : logger.processLogDestination && env.LOG_FLUSH_MS !== undefined
+      ? logger.createLogger(env.LOG_LEVEL, 'engram-api', logger.processLogDestination(env.LOG_FLUSH_MS))
+      : logger.createLogger(env.LOG_LEVEL, 'engram-api');
+  const api = await startApi(env, log);
   serveCommands(api.port, (enabled) => api.ctx.settings.updateMemory({ enabled }));
 }
 

@@ -175,10 +175,15 @@ export async function startApi(env: Env, log: Logger, opts: { dbFile?: string; e
   return { ctx, metrics, server, port, shutdown, stop: () => shutdown.run('stop') };
 }
 
+/** The api process's logger: stdout lines buffered for LOG_FLUSH_MS (processLogDestination). The proxy bench runs the api with it too. */
+export function apiProcessLogger(env: Env): Logger {
+  return createLogger(env.LOG_LEVEL, 'engram-api', processLogDestination(env.LOG_FLUSH_MS));
+}
+
 /** Entry point of the api process. */
 export async function runApiProcess(): Promise<void> {
   const env = loadEnv();
-  const log = createLogger(env.LOG_LEVEL, 'engram-api', processLogDestination(env.LOG_FLUSH_MS));
+  const log = apiProcessLogger(env);
   const api = await startApi(env, log);
   api.shutdown.onSignals();
   installProcessGuards({ log, metrics: api.metrics, shutdown: api.shutdown });
