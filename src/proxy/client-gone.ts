@@ -11,15 +11,14 @@ interface Watched {
  *
  * It replaces a per-request AbortController (an EventTarget: its construction, its listeners and undici's
  * `addEventListener` on it were a measurable part of a memory-off chat). undici takes an EventEmitter with
- * `aborted` and an `abort` event as a request's signal, so the upstream call is still cut when the client leaves.
- * A real AbortSignal is made only when something asks for `signal` (memory retrieval, which runs on fetch/Qdrant).
+ * `aborted` and an `abort` event as a request's signal, so the upstream call is still cut when the client leaves;
+ * the memory phase takes it as its caller's signal too (memory-phase.ts CallerSignal).
  */
 export class ClientGone extends EventEmitter {
   /** The client went away before the response finished. */
   aborted = false;
   /** Why the upstream call was cut (undici's request reads it; undefined: its own RequestAbortedError). */
   readonly reason: unknown = undefined;
-  private controller: AbortController | null = null;
 
   constructor({ req, res }: Watched) {
     super();
@@ -33,20 +32,10 @@ export class ClientGone extends EventEmitter {
     if (req.socket.destroyed) this.fire();
   }
 
-  /** An AbortSignal that fires with this one, made when first asked for (already aborted if the client is gone). */
-  get signal(): AbortSignal {
-    if (!this.controller) {
-      this.controller = new AbortController();
-      if (this.aborted) this.controller.abort();
-    }
-    return this.controller.signal;
-  }
-
   /** Marks the client gone and tells the listeners (once). */
   fire(): void {
     if (this.aborted) return;
     this.aborted = true;
-    this.controller?.abort();
     this.emit('abort');
   }
 }

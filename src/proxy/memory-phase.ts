@@ -37,23 +37,40 @@ class CallerGoneError extends Error {
 }
 
 /**
+ * Who may stop the work early: an AbortSignal, or an emitter with `aborted` and an `abort` event (ClientGone: the chat
+ * proxy's own, so no AbortController is made for the client's side of a chat).
+ */
+export type CallerSignal = AbortSignal | { readonly aborted: boolean; once(event: 'abort', fn: () => void): unknown; off(event: 'abort', fn: () => void): unknown };
+
+/** Calls `fn` once when `caller` fires; returns the undo. */
+function onAbort(caller: CallerSignal, fn: () => void): () => void {
+  if ('addEventListener' in caller) {
+    caller.addEventListener('abort', fn, { once: true });
+    return () => caller.removeEventListener('abort', fn);
+  }
+  caller.once('abort', fn);
+  return () => void caller.off('abort', fn);
+}
+
+/**
  * Runs `work` with a signal that fires after `ms` or when `caller` fires, and settles as soon as it
  * fires: the work's outbound calls are cancelled, not left running after nobody waits for them.
+ * One AbortController per call (the work's signal) and no listener on it: the race is lost by rejecting directly.
  */
-async function cancellable<T>(work: (signal: AbortSignal) => Promise<T>, ms: number, caller?: AbortSignal): Promise<T> {
+async function cancellable<T>(work: (signal: AbortSignal) => Promise<T>, ms: number, caller?: CallerSignal): Promise<T> {
   const ac = new AbortController();
+  let rejectStopped!: (reason: Error) => void;
+  const stopped = new Promise<never>((_, reject) => (rejectStopped = reject));
   const stop = (reason: Error) => {
-    if (!ac.signal.aborted) ac.abort(reason);
+    if (ac.signal.aborted) return;
+    ac.abort(reason);
+    rejectStopped(reason);
   };
   const onCallerAbort = () => stop(new CallerGoneError('the caller went away'));
-  caller?.addEventListener('abort', onCallerAbort, { once: true });
+  const undo = caller ? onAbort(caller, onCallerAbort) : null;
   if (caller?.aborted) onCallerAbort();
   const timer = setTimeout(() => stop(new TimeoutError('retrieval took too long')), ms);
   timer.unref();
-  const stopped = new Promise<never>((_, reject) => {
-    if (ac.signal.aborted) reject(ac.signal.reason);
-    else ac.signal.addEventListener('abort', () => reject(ac.signal.reason), { once: true });
-  });
   const running = Promise.resolve().then(() => work(ac.signal));
   // Whichever loses the race may reject later: not an unhandled rejection.
   stopped.catch(() => undefined);
@@ -62,7 +79,7 @@ async function cancellable<T>(work: (signal: AbortSignal) => Promise<T>, ms: num
     return await Promise.race([running, stopped]);
   } finally {
     clearTimeout(timer);
-    caller?.removeEventListener('abort', onCallerAbort);
+    undo?.();
   }
 }
 
@@ -82,7 +99,7 @@ export function memoryPlan(settings: MemorySettings, headers: HeaderSource): Mem
  */
 export async function applyMemory(
   deps: { retrieval: Retriever; log: Logger },
-  args: { apiKeyId: string; body: ChatRequest; plan: MemoryPlan; requestId: string; logRequestId?: string; timeoutMs?: number; signal?: AbortSignal },
+  args: { apiKeyId: string; body: ChatRequest; plan: MemoryPlan; requestId: string; logRequestId?: string; timeoutMs?: number; signal?: CallerSignal },
 ): Promise<{ body: ChatRequest; outcome: MemoryOutcome }> {
   const { plan, body } = args;
   if (!plan.on) return { body, outcome: { injected: 0, tokens: 0, strategy: 'none', status: plan.offStatus ?? 'disabled' } };

@@ -1,4 +1,5 @@
 import crypto from 'node:crypto';
+import { EventEmitter } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
@@ -9,6 +10,7 @@ import { createLogger } from '../../src/logger';
 import type { RetrievalResult, RetrieveMode, RetrieveOptions, Retriever } from '../../src/memory/retrieval.types';
 import type { Memory } from '../../src/memory/types';
 import { estimateTokens } from '../../src/memory/tokens';
+import { ClientGone } from '../../src/proxy/client-gone';
 import { applyMemory, memoryPlan } from '../../src/proxy/memory-phase';
 import { SseDeltaCollector } from '../../src/proxy/stream-tee';
 import { JOBS } from '../../src/queue/jobs';
@@ -944,5 +946,26 @@ describe('memory phase: a retrieval it stops waiting for is cancelled (real retr
     expect(outcome).toEqual({ injected: 0, tokens: 0, strategy: 'none', status: 'degraded' });
     expect(out).toBe(body);
     await waitUntil(() => sent.closedEarly, 5000, 'the embeddings request to be aborted');
+  });
+
+  it("the chat proxy's ClientGone (an emitter, not an AbortSignal) cancels the retrieval the same way", async () => {
+    await mgmtSettings({ enabled: true, strategy: 'hybrid', embeddingSource: 'remote', embeddingProviderModel: 'ollama/all-minilm', rerankEnabled: false });
+    const m = marker();
+    const body = { model: 'gpt-4o-mini', messages: [{ role: 'user', content: `Which tea do I drink? ${m}` }] };
+    const res = Object.assign(new EventEmitter(), { writableFinished: false });
+    const gone = new ClientGone({ req: { socket: { destroyed: false } }, res });
+    const done = applyMemory(
+      { retrieval: t.ctx.retrieval, log: t.ctx.log },
+      { apiKeyId: key.id, body, plan: memoryPlan(t.ctx.settings.memory(), {}), requestId: crypto.randomUUID(), timeoutMs: 600_000, signal: gone },
+    );
+    const sent = await waitUntil(() => emb.requests.find((q) => JSON.stringify(q.body.input).includes(m)), 5000, 'the embeddings request');
+    // The response closes before it finished: the client left.
+    res.emit('close');
+    const { body: out, outcome } = await done;
+    expect(outcome).toEqual({ injected: 0, tokens: 0, strategy: 'none', status: 'degraded' });
+    expect(out).toBe(body);
+    await waitUntil(() => sent.closedEarly, 5000, 'the embeddings request to be aborted');
+    // Its listener is gone once the phase settled.
+    expect(gone.listenerCount('abort')).toBe(0);
   });
 });

@@ -75,10 +75,9 @@ export function proxyRoutes(ctx: ApiContext): Router {
       const plan = memoryPlan(ctx.settings.memory(), req.headers);
       // A fresh id per chat request: a client-chosen x-request-id must not collide extraction job ids (memory off: none runs).
       const chatId = plan.on ? crypto.randomUUID() : '';
-      // Only retrieval needs a real AbortSignal (memory off: none is made).
       const { body, outcome } = await applyMemory(
         { retrieval: ctx.retrieval, log: ctx.log },
-        { apiKeyId, body: original, plan, requestId: chatId, logRequestId, signal: plan.on ? gone.signal : undefined },
+        { apiKeyId, body: original, plan, requestId: chatId, logRequestId, signal: gone },
       );
       setMemoryHeaders(res, outcome);
       if (gone.aborted) return;
