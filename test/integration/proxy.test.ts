@@ -258,6 +258,25 @@ describe('/v1 chat proxy (retrieval test double)', () => {
     expect(job.data.assistantText).toBe(reply);
   });
 
+  it('a JSON reply is extracted from only with extractFromAssistant on', async () => {
+    const chat = async (on: boolean) => {
+      t.ctx.settings.updateMemory({ extractFromAssistant: on });
+      const m = marker();
+      const r = await request(t.app).post('/v1/chat/completions').set('authorization', `Bearer ${key.key}`).send({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: `Reply ${m}` }] });
+      expect(r.status).toBe(200);
+      expect(r.body.choices[0].message.content).toBe(FAKE_REPLY);
+      const [job] = await waitUntil(async () => {
+        const jobs = await extractJobsFor(t, m);
+        return jobs.length ? jobs : null;
+      }, 5000, 'extract-facts');
+      return job.data as { userText: string; assistantText?: string };
+    };
+    expect(await chat(true)).toMatchObject({ assistantText: FAKE_REPLY });
+    const off = await chat(false);
+    expect(off.userText).toMatch(/^Reply /);
+    expect(off).not.toHaveProperty('assistantText');
+  });
+
   it('streaming passes each chunk through as it arrives (no buffering, early first byte)', async () => {
     const m = marker();
     fake.plan({ chunks: 5, chunkDelayMs: 150 });

@@ -104,8 +104,9 @@ export function proxyRoutes(ctx: ApiContext): Router {
         if (!ok || !collector || collector.sawError) return;
         assistantText = collector.text();
       } else {
-        // Memory off: nothing is extracted, so the reply is relayed without a copy kept or parsed.
-        const { end, kept, tail, error } = await relayBody(up.body, res, gone, plan.on ? MAX_PARSED_REPLY_BYTES : 0);
+        // The reply is kept and parsed only for extraction from it (memory on and extractFromAssistant, off by default):
+        // otherwise it is relayed without a copy kept or parsed.
+        const { end, kept, tail, error } = await relayBody(up.body, res, gone, plan.on && plan.settings.extractFromAssistant ? MAX_PARSED_REPLY_BYTES : 0);
         if (end === 'upstream-failed') failedBody(ctx, res, up, error);
         if (end !== 'complete') return;
         res.end(tail);
