@@ -47,8 +47,15 @@ export interface Services extends Storage {
 }
 
 /** Opens SQLite, applies migrations and builds the storage services; deleting a memory deletes its vector in the same transaction. */
-export function openStorage(env: Env, log: Logger, file?: string): Storage {
-  const db = openDatabase({ dataDir: env.DATA_DIR, file, busyTimeoutMs: env.SQLITE_BUSY_TIMEOUT_MS, disableVec: env.VECTOR_STORE_DISABLE_VEC, log });
+export function openStorage(env: Env, log: Logger, file?: string, tuning: { walAutoCheckpointPages?: number } = {}): Storage {
+  const db = openDatabase({
+    dataDir: env.DATA_DIR,
+    file,
+    busyTimeoutMs: env.SQLITE_BUSY_TIMEOUT_MS,
+    disableVec: env.VECTOR_STORE_DISABLE_VEC,
+    log,
+    walAutoCheckpointPages: tuning.walAutoCheckpointPages,
+  });
   try {
     migrate(db.db, log);
   } catch (err) {
@@ -70,7 +77,9 @@ export function openStorage(env: Env, log: Logger, file?: string): Storage {
 
 /** Storage plus queues, embeddings and the reindex service, for the api or a worker process. */
 export function openServices(env: Env, log: Logger, role: RedisRole, opts: { dbFile?: string } = {}): Services {
-  const storage = openStorage(env, log, opts.dbFile);
+  // The api checkpoints the WAL only past API_WAL_AUTOCHECKPOINT_PAGES: below it the workers' commits (SQLite's default,
+  // 1000 pages) do, with the copy and the fsyncs off the request path (docs/storage-and-caches.md, "WAL checkpoints").
+  const storage = openStorage(env, log, opts.dbFile, role === 'api' ? { walAutoCheckpointPages: env.API_WAL_AUTOCHECKPOINT_PAGES } : {});
   const queues = new QueueLayer(env, log, storage.db.db, role);
   const embedding = new EmbeddingService(env, { log });
   const qdrantSync = new QdrantSyncService({ ...storage, queues, log });

@@ -117,6 +117,12 @@ export const envSchema = z.object({
   /** `/metrics` without the management token (a scraper on a private network that cannot send one); off by default. */
   METRICS_PUBLIC: envBool(false),
   SQLITE_BUSY_TIMEOUT_MS: int(5000, 5000, 120_000),
+  /**
+   * The api's SQLite wal_autocheckpoint, in pages: its commits checkpoint the WAL only once it is this long. The workers
+   * keep SQLite's 1000, so while one runs it checkpoints and the api's chats never wait on a checkpoint's copy and fsyncs;
+   * without a worker the api still bounds the WAL (~16 MB at the default).
+   */
+  API_WAL_AUTOCHECKPOINT_PAGES: int(4000, 100, 1_000_000),
   VECTOR_STORE_DISABLE_VEC: envBool(false),
   MEMORY_CACHE_MAX: int(500, 1, 1_000_000),
   MEMORY_CACHE_TTL_MS: int(60_000, 1, 86_400_000),

@@ -23,6 +23,11 @@ export interface OpenOptions {
   busyTimeoutMs: number;
   disableVec: boolean;
   log: Logger;
+  /**
+   * SQLite's wal_autocheckpoint for this connection, in WAL pages (SQLite's default, 1000, when not given): a commit
+   * that leaves the WAL at least this long checkpoints it, on the committing connection's thread.
+   */
+  walAutoCheckpointPages?: number;
 }
 
 /** Opens the one SQLite handle of this process with Engram's pragmas and sqlite-vec (reported, never fatal). */
@@ -34,6 +39,7 @@ export function openDatabase(opts: OpenOptions): DbHandle {
   db.pragma(`busy_timeout = ${Math.floor(opts.busyTimeoutMs)}`);
   db.pragma('synchronous = NORMAL');
   db.pragma('foreign_keys = ON');
+  if (opts.walAutoCheckpointPages !== undefined) db.pragma(`wal_autocheckpoint = ${Math.floor(opts.walAutoCheckpointPages)}`);
 
   let vecLoaded = false;
   let vecError: string | null = null;
