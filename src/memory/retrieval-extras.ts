@@ -53,6 +53,12 @@ const MONTHS = ['january', 'february', 'march', 'april', 'may', 'june', 'july', 
 const MONTH_RE = '(january|february|march|april|may|june|july|august|september|october|november|december|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)';
 
 const MAY_NAME_A_DATE = /\d|yesterday|today|last |jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec/;
+// The patterns naming a month, compiled once (they were built per call: four RegExp compilations per question that
+// passes MAY_NAME_A_DATE). None has the g or y flag, so String.match keeps no state in them between calls.
+const DAY_OF_MONTH_YEAR = new RegExp(`\\b(\\d{1,2})(?:st|nd|rd|th)? (?:of )?${MONTH_RE},? ((?:19|20)\\d\\d)\\b`);
+const MONTH_DAY_YEAR = new RegExp(`\\b${MONTH_RE} (\\d{1,2})(?:st|nd|rd|th)?,? ((?:19|20)\\d\\d)\\b`);
+const MONTH_YEAR = new RegExp(`\\b${MONTH_RE},? ((?:19|20)\\d\\d)\\b`);
+const RELATIVE_MONTH = new RegExp(`\\b(last|in|during|since) ${MONTH_RE}\\b`);
 
 const day = (y: number, m0: number, d: number): string => new Date(Date.UTC(y, m0, d)).toISOString().slice(0, 10);
 const monthIndex = (name: string): number => MONTHS.findIndex((m) => m.startsWith(name.toLowerCase().slice(0, 3)));
@@ -77,16 +83,16 @@ export function dateWindowOf(query: string, now: Date): DateWindow | null {
   const D = now.getUTCDate();
   let m: RegExpMatchArray | null;
   if ((m = q.match(/\b((?:19|20)\d\d)-(\d\d)-(\d\d)\b/))) return dayWindow(Number(m[1]), Number(m[2]) - 1, Number(m[3]));
-  if ((m = q.match(new RegExp(`\\b(\\d{1,2})(?:st|nd|rd|th)? (?:of )?${MONTH_RE},? ((?:19|20)\\d\\d)\\b`)))) return dayWindow(Number(m[3]), monthIndex(m[2]), Number(m[1]));
-  if ((m = q.match(new RegExp(`\\b${MONTH_RE} (\\d{1,2})(?:st|nd|rd|th)?,? ((?:19|20)\\d\\d)\\b`)))) return dayWindow(Number(m[3]), monthIndex(m[1]), Number(m[2]));
-  if ((m = q.match(new RegExp(`\\b${MONTH_RE},? ((?:19|20)\\d\\d)\\b`)))) return monthWindow(Number(m[2]), monthIndex(m[1]));
+  if ((m = q.match(DAY_OF_MONTH_YEAR))) return dayWindow(Number(m[3]), monthIndex(m[2]), Number(m[1]));
+  if ((m = q.match(MONTH_DAY_YEAR))) return dayWindow(Number(m[3]), monthIndex(m[1]), Number(m[2]));
+  if ((m = q.match(MONTH_YEAR))) return monthWindow(Number(m[2]), monthIndex(m[1]));
   if ((m = q.match(/\b((?:19|20)\d\d)-(\d\d)\b/))) return monthWindow(Number(m[1]), Number(m[2]) - 1);
   if (/\byesterday\b/.test(q)) return dayWindow(Y, M, D - 1);
   if (/\btoday\b/.test(q)) return dayWindow(Y, M, D);
   if (/\blast week\b/.test(q)) return { from: day(Y, M, D - 7), to: day(Y, M, D) };
   if (/\blast month\b/.test(q)) return monthWindow(Y, M - 1);
   if (/\blast year\b/.test(q)) return { from: day(Y - 1, 0, 1), to: day(Y, 0, 1) };
-  if ((m = q.match(new RegExp(`\\b(last|in|during|since) ${MONTH_RE}\\b`)))) {
+  if ((m = q.match(RELATIVE_MONTH))) {
     const mi = monthIndex(m[2]);
     // "may" after "in" is too often the verb ("in may be"); only "last May" reads it as the month.
     if (m[2] === 'may' && m[1] !== 'last') return null;
