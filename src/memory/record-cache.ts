@@ -35,11 +35,10 @@ function freezeDeep(v: unknown): void {
  * Rough bytes of a cached record (strings at 2 bytes a character, plus object and map overhead). What
  * retrieval keeps on the row (row-memo.ts) counts too: the folded content for the duplicate check, at
  * most as long as the content, and the relevance score's token haystacks of content, key and metadata,
- * about as long as their texts (plus the three holders' overhead), and the injection's public form of the row (its
- * fields only: the strings are the row's).
+ * about as long as their texts (plus the three holders' overhead).
  */
 function sizeOf(r: CachedRecord, metadataChars: number): number {
-  return 640 + 2 * (3 * r.content.length + 2 * r.key.length + r.sessionId.length + r.id.length + r.apiKeyId.length + 2 * metadataChars);
+  return 480 + 2 * (3 * r.content.length + 2 * r.key.length + r.sessionId.length + r.id.length + r.apiKeyId.length + 2 * metadataChars);
 }
 
 interface KeyRows {

@@ -19,9 +19,9 @@ import { applyScoreFloor, boostInWindow, dateWindowOf, expansionTerms, extrasFor
 import { RetrievalExtrasRepository } from './retrieval-extras.repository';
 import { RecordCache, type CachedRecord } from './record-cache';
 import type { MemorySettings, SettingsService } from './settings';
-import { heldOnRow, rowDuplicateKey } from './row-memo';
+import { rowDuplicateKey } from './row-memo';
 import { estimateTokens } from './tokens';
-import { toPublic, type Memory } from './types';
+import { toPublic } from './types';
 
 /** Keyword candidates per query: bm25-ranked over every row that passes the filters. */
 const FTS_LIMIT = 100;
@@ -105,21 +105,6 @@ function withRelevance(candidates: readonly KeywordCandidate[], query: string): 
 function rankedRow(record: CachedRecord, vecScore: number | null, ftsScore: number | null, score: number, tier: RetrievedItem['tier']): RankedRow {
   return { record, content: record.content, score, tokens: 0, tier, vecScore, ftsScore, truncated: false };
 }
-
-const PUBLIC_MEMORY = Symbol('engram.publicMemory');
-
-/**
- * A cached row's public form for a caller that reads only the content (the chat's injection), kept on the row
- * (row-memo.ts): the record cache serves the same row objects chat after chat, and a new public copy of each of
- * ~100 injected rows was ~24 of a memory-on chat's ~280 KB allocated (issue 14). Frozen, since every chat that
- * selects the row shares it; its access count and last access are the row's, as contentOnly allows. Kept for the
- * row object itself: a changed memory is a new row object (the change log drops the old one from the cache).
- */
-function sharedPublic(record: CachedRecord): Memory {
-  return heldOnRow(record, PUBLIC_MEMORY, record, frozenPublic);
-}
-
-const frozenPublic = (record: CachedRecord): Memory => Object.freeze(toPublic(record));
 
 /**
  * The ranked rows as budget-walk rows, keeping the first (best-ranked) of rows whose normalised
@@ -306,25 +291,17 @@ export class RetrievalService implements Retriever {
   /**
    * The public items of the selected rows. A row may come from the record cache, whose access
    * count and last access lag (they change without a change-log entry): they are re-read here,
-   * unless the caller only reads the content (`contentOnly`, the chat's injection). That caller gets each
-   * cached row's public form kept on the row (sharedPublic): the same frozen object at every chat.
+   * unless the caller only reads the content (`contentOnly`, the chat's injection).
    */
   private publicItems(rows: RankedRow[], contentOnly: boolean): RetrievedItem[] {
     const access = !contentOnly && this.records.enabled && rows.length > 0 ? this.repo.accessOf(rows.map((r) => r.record.id)) : null;
-    const shared = contentOnly && this.records.enabled;
     return rows.map((r) => {
-      let memory: Memory;
-      if (shared) {
-        memory = sharedPublic(r.record);
-        if (r.truncated) memory = { ...memory, content: r.content };
-      } else {
-        memory = toPublic(r.record);
-        if (r.truncated) memory.content = r.content;
-        const a = access?.get(memory.id);
-        if (a) {
-          memory.accessCount = a.accessCount;
-          memory.lastAccessedAt = a.lastAccessedAt;
-        }
+      const memory = toPublic(r.record);
+      if (r.truncated) memory.content = r.content;
+      const a = access?.get(memory.id);
+      if (a) {
+        memory.accessCount = a.accessCount;
+        memory.lastAccessedAt = a.lastAccessedAt;
       }
       return { memory, score: r.score, tokens: r.tokens, tier: r.tier, vecScore: r.vecScore, ftsScore: r.ftsScore, truncated: r.truncated };
     });

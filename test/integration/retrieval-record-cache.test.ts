@@ -143,31 +143,6 @@ describe('retrieval record cache', () => {
     }
   });
 
-  it('contentOnly: a cached row gives the same frozen public memory at every retrieve, until the memory changes', async () => {
-    const t = setup();
-    try {
-      const tea = t.add('A', 'tea', 'the user likes green tea');
-      const first = byKey(await t.retrieve('A', 'green tea', 'hybrid', { contentOnly: true })).get('tea')!;
-      const again = byKey(await t.retrieve('A', 'green tea', 'hybrid', { contentOnly: true })).get('tea')!;
-      expect(again).toBe(first);
-      expect(Object.isFrozen(first)).toBe(true);
-      expect(first).toMatchObject({ id: tea.id, apiKeyId: 'A', key: 'tea', content: 'the user likes green tea' });
-      // Nothing of it shows in the row's public form elsewhere: a preview still gets its own, current copy.
-      const preview = byKey(await t.retrieve('A', 'green tea')).get('tea')!;
-      expect(preview).not.toBe(first);
-      expect(Object.isFrozen(preview)).toBe(false);
-      expect(Object.keys(preview)).toEqual(Object.keys(first));
-      // The worker changes it: the next retrieve has the new row object, so a new public form with the new text.
-      t.w.memory.update(tea.id, { content: 'the user likes green tea with honey' }, worker);
-      const changed = byKey(await t.retrieve('A', 'green tea', 'hybrid', { contentOnly: true })).get('tea')!;
-      expect(changed).not.toBe(first);
-      expect(changed.content).toBe('the user likes green tea with honey');
-      expect(first.content).toBe('the user likes green tea');
-    } finally {
-      t.close();
-    }
-  });
-
   it('two keys never see each other’s rows, also when a row moves from one key to the other', async () => {
     const t = setup();
     try {
