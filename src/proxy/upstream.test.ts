@@ -36,6 +36,8 @@ describe('UpstreamClient', () => {
   });
 
   afterAll(async () => {
+    // The pool first: its clients hold the last requests (jest's open-handle check reported them as UNDICI_REQUEST).
+    await client.close();
     for (const s of sockets) s.destroy();
     await new Promise<void>((r) => server.close(() => r()));
   });
@@ -195,6 +197,7 @@ describe('UpstreamClient: a reader that falls behind an answer the upstream ends
       return { got, error, uncaught, upstreamClosed: wasClosed };
     } finally {
       process.off('uncaughtException', onUncaught);
+      await client.close();
       for (const s of sockets) s.destroy();
       await new Promise<void>((r) => server.close(() => r()));
     }
@@ -234,6 +237,7 @@ describe('UpstreamClient: a reader that falls behind an answer the upstream ends
       await expect(collect(up.body)).rejects.toMatchObject({ name: 'UpstreamReaderBehindError', code: 'ENGRAM_READER_BEHIND' });
       await upstreamClosed;
     } finally {
+      await client.close();
       for (const s of sockets) s.destroy();
       await new Promise<void>((r) => server.close(() => r()));
     }
