@@ -36,6 +36,9 @@ describe('UpstreamClient', () => {
   });
 
   afterAll(async () => {
+    // The last test's handler closure shares its test's scope, which holds that test's upstream call: dropped, so jest's
+    // open-handle check does not find the call still reachable (UNDICI_REQUEST; it failed .ci/run once).
+    handler = () => undefined;
     // The pool first: its clients hold the last requests (jest's open-handle check reported them as UNDICI_REQUEST).
     await client.close();
     for (const s of sockets) s.destroy();
