@@ -34,12 +34,6 @@ export function bearer(req: Request): string | null {
   return m ? m[1].trim() : null;
 }
 
-/**
- * Management auth: `Authorization: Bearer <token>`, or (where `sessions` is given: the browser pages) a live
- * session cookie; with `cookieNeedsCsrfHeader` (/api) the cookie counts only on a same-site request carrying
- * the CSRF_HEADER (403 `csrf_header_required` / `cross_site_refused` otherwise). 401 without credentials (a browser GET is redirected to `loginRedirect`), 403 for a wrong
- * token. A revoked, expired or foreign session counts as no credentials: the browser signs in again.
- */
 /** Every handler requireManagement made: the OpenAPI description reads a route's audience off its own handlers (isManagementGuard). */
 const MANAGEMENT_GUARDS = new WeakSet<object>();
 
@@ -48,6 +42,12 @@ export function isManagementGuard(fn: unknown): boolean {
   return typeof fn === 'function' && MANAGEMENT_GUARDS.has(fn);
 }
 
+/**
+ * Management auth: `Authorization: Bearer <token>`, or (where `sessions` is given: the browser pages) a live
+ * session cookie; with `cookieNeedsCsrfHeader` (/api) the cookie counts only on a same-site request carrying
+ * the CSRF_HEADER (403 `csrf_header_required` / `cross_site_refused` otherwise). 401 without credentials (a browser GET is redirected to `loginRedirect`), 403 for a wrong
+ * token. A revoked, expired or foreign session counts as no credentials: the browser signs in again.
+ */
 export function requireManagement(
   token: string,
   opts: { sessions?: AdminSessionService; loginRedirect?: string; cookieNeedsCsrfHeader?: boolean; throttle?: AuthThrottle } = {},
