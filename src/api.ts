@@ -58,7 +58,7 @@ export function buildApiContext(env: Env, log: Logger, opts: { dbFile?: string; 
     adminSessions: new AdminSessionService(services.db.db, managementToken),
     authThrottle: new AuthThrottle({ failures: env.AUTH_FAILURE_LIMIT, windowMs: env.AUTH_FAILURE_WINDOW_MS, blockMs: env.AUTH_BLOCK_MS }),
     dashboardDir: opts.dashboardDir ?? defaultDashboardDir(),
-    jobEvents: new JobEventsHub(env, log),
+    jobEvents: new JobEventsHub(env, log, services.queues),
     retrieval,
   };
 }

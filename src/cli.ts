@@ -17,6 +17,7 @@ import { migrate } from './db/migrate';
 import { createLogger } from './logger';
 import { childMemoryEnv } from './heap-growth';
 import { JobEventsHub } from './queue/job-events';
+import { readJob } from './queue/job-state';
 import { QUEUE_NAMES, type QueueName } from './config/queue-names';
 import { QueueLayer } from './queue/queues';
 
@@ -238,7 +239,7 @@ async function watchJob(queue: QueueName, id: string, describe: (result: unknown
   const log = createLogger('silent');
   const s = openStorage(e, log);
   const q = new QueueLayer(e, log, s.db.db, 'worker');
-  const hub = new JobEventsHub(e, log);
+  const hub = new JobEventsHub(e, log, q);
   const bar = new SingleBar({ format: ' {bar} {percentage}% | {value}/{total} | {phase}', hideCursor: true, stream: process.stderr }, Presets.shades_classic);
   let started = false;
   const show = (p: unknown) => {
@@ -264,9 +265,9 @@ async function watchJob(queue: QueueName, id: string, describe: (result: unknown
     else if (ev.type === 'completed') void finish(0, describe(ev.returnvalue));
     else void finish(1, `failed: ${ev.failedReason}`);
   });
-  const job = await q.queue(queue).getJob(id);
-  if (!job) return finish(1, `no job ${id} on ${queue}`);
-  const state = await job.getState();
+  const found = await readJob(q.queue(queue), id);
+  if (!found) return finish(1, `no job ${id} on ${queue}`);
+  const { job, state } = found;
   if (state === 'completed') return finish(0, describe(job.returnvalue));
   if (state === 'failed') return finish(1, `failed: ${job.failedReason}`);
   show(job.progress);

@@ -1,10 +1,10 @@
 import type { Env } from '../config/env';
 import type { Logger } from '../logger';
-import { JobEventsHub } from './job-events';
+import { JobEventsHub, type QueueSource } from './job-events';
 
 describe('JobEventsHub event streams at shutdown', () => {
   // No Redis is touched: only the streams' registry.
-  const hub = () => new JobEventsHub({} as Env, {} as Logger);
+  const hub = () => new JobEventsHub({} as Env, {} as Logger, {} as QueueSource);
 
   it('endStreams ends each open stream once; an unregistered one is not called', () => {
     const h = hub();

@@ -1,4 +1,5 @@
-import { QueueEvents } from 'bullmq';
+import { QueueEvents, type Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
 import type { Env } from '../config/env';
 import { redisUrl } from '../config/env';
 import type { Logger } from '../logger';
@@ -13,9 +14,18 @@ export type JobEvent =
 
 type Listener = (e: JobEvent) => void;
 
+/** Where the hub reads a queue's events stream position (the api's and the CLI's QueueLayer). */
+export interface QueueSource {
+  queue(name: QueueName): Queue;
+  readonly connection: Redis;
+}
+
 /** Fans BullMQ QueueEvents out to per-job listeners (the SSE endpoint); one stream reader per queue. */
 export class JobEventsHub {
-  private readonly events = new Map<QueueName, QueueEvents>();
+  /** Each queue's reader, once its start position is read (a failed start is forgotten, so the next subscribe tries again). */
+  private readonly events = new Map<QueueName, Promise<QueueEvents>>();
+  private readonly readers = new Set<QueueEvents>();
+  private closed = false;
   private readonly listeners = new Map<string, Set<Listener>>();
   private readonly heartbeats = new Set<NodeJS.Timeout>();
   /** How to end each open event stream at shutdown (see endStreams). */
@@ -25,19 +35,40 @@ export class JobEventsHub {
   constructor(
     private readonly env: Env,
     private readonly log: Logger,
+    private readonly queues: QueueSource,
   ) {}
 
-  private ensure(queue: QueueName): QueueEvents {
+  private ensure(queue: QueueName): Promise<QueueEvents> {
     const have = this.events.get(queue);
     if (have) return have;
+    const started = this.start(queue);
+    this.events.set(queue, started);
+    started.catch(() => {
+      if (this.events.get(queue) === started) this.events.delete(queue);
+    });
+    return started;
+  }
+
+  private async start(queue: QueueName): Promise<QueueEvents> {
+    // The reader starts after the stream's newest entry as of now, read before any subscriber reads its job's state.
+    // BullMQ's default ('$') is the newest entry when the reader's first XREAD runs, after its connection and CLIENT
+    // SETNAME: an event in between (a short job's completion) was lost, and its event stream waited for it for good.
+    const q = this.queues.queue(queue);
+    const newest = await this.queues.connection.xrevrange(q.keys.events, '+', '-', 'COUNT', 1);
+    if (this.closed) throw new Error('the job event hub is closed');
     // A waiting connection of its own (XREAD BLOCK must not share the api's fail-fast one), owned by BullMQ.
-    const qe = new QueueEvents(queue, { connection: bullConnectionOptions(redisUrl(this.env), `events-${queue}`), prefix: this.env.QUEUE_PREFIX, autorun: true });
+    const qe = new QueueEvents(queue, {
+      connection: bullConnectionOptions(redisUrl(this.env), `events-${queue}`),
+      prefix: this.env.QUEUE_PREFIX,
+      autorun: true,
+      lastEventId: newest[0]?.[0] ?? '0-0',
+    });
     qe.on('error', () => undefined);
     const emit = (jobId: string, e: JobEvent) => this.listeners.get(`${queue}/${jobId}`)?.forEach((l) => l(e));
     qe.on('progress', ({ jobId, data }) => emit(jobId, { type: 'progress', data }));
     qe.on('completed', ({ jobId, returnvalue }) => emit(jobId, { type: 'completed', returnvalue }));
     qe.on('failed', ({ jobId, failedReason }) => emit(jobId, { type: 'failed', failedReason }));
-    this.events.set(queue, qe);
+    this.readers.add(qe);
     return qe;
   }
 
@@ -46,7 +77,6 @@ export class JobEventsHub {
    * unsubscribe (idempotent). When the reader cannot start, the listener is removed and it throws.
    */
   async subscribe(queue: QueueName, jobId: string, l: Listener): Promise<() => void> {
-    const qe = this.ensure(queue);
     const k = `${queue}/${jobId}`;
     const set = this.listeners.get(k) ?? new Set();
     set.add(l);
@@ -60,7 +90,7 @@ export class JobEventsHub {
       if (set.size === 0 && this.listeners.get(k) === set) this.listeners.delete(k);
     };
     try {
-      await qe.waitUntilReady();
+      await (await this.ensure(queue)).waitUntilReady();
     } catch (err) {
       unsubscribe();
       throw err;
@@ -122,11 +152,15 @@ export class JobEventsHub {
   }
 
   async close(): Promise<void> {
-    const all = [...this.events.values()];
+    this.closed = true;
+    // Starts under way end first (bounded: each is one command on a connection with a command timeout).
+    await withTimeout(Promise.allSettled([...this.events.values()]), 2000).catch(() => undefined);
+    const all = [...this.readers];
     // Let each reader finish initialising first (bounded): BullMQ emits an unheard 'error' — fatal —
     // when a connection is closed mid-initialisation, and close() drops the listener that would hear it.
     await withTimeout(Promise.allSettled(all.map((qe) => qe.waitUntilReady())), 2000).catch(() => undefined);
     await Promise.allSettled(all.map((qe) => qe.close()));
+    this.readers.clear();
     this.events.clear();
   }
 }

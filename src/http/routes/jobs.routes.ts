@@ -3,6 +3,7 @@ import type { Job } from 'bullmq';
 import type { ApiContext } from '../api-context';
 import { conflict, notFound, unavailable } from '../../errors';
 import type { JobEvent } from '../../queue/job-events';
+import { readJob, withState, type JobWithState } from '../../queue/job-state';
 import { QUEUE_NAMES } from '../../config/queue-names';
 import { sendError } from '../error-handler';
 import { handle } from '../validate';
@@ -17,12 +18,12 @@ const SSE_KEEPALIVE_MS = 15_000;
 const STATES = ['waiting', 'active', 'delayed', 'prioritized', 'waiting-children', 'paused', 'completed', 'failed'] as const;
 
 /** The operator's view of a job (no payload: it may carry user text). */
-export async function describeJob(job: Job) {
+export function describeJob({ job, state }: JobWithState) {
   return {
     id: job.id,
     queue: job.queueName,
     name: job.name,
-    state: await job.getState(),
+    state,
     progress: job.progress,
     attemptsMade: job.attemptsMade,
     failedReason: job.failedReason ?? null,
@@ -77,7 +78,9 @@ export function jobsRoutes(ctx: ApiContext): Router {
     handle({ query: listJobsQuery }, async ({ query }) => {
       requireRedis();
       const perQueue = await Promise.all(QUEUE_NAMES.map((q) => ctx.queues.queue(q).getJobs(query.states, 0, query.limit - 1, false)));
-      const jobs = await Promise.all(perQueue.flat().filter((j): j is Job => !!j).map(describeJob));
+      const jobs = await Promise.all(
+        perQueue.flatMap((list, i) => list.filter((j): j is Job => !!j).map(async (j) => describeJob(await withState(ctx.queues.queue(QUEUE_NAMES[i]), j)))),
+      );
       jobs.sort((a, b) => (b.timestamps.created ?? 0) - (a.timestamps.created ?? 0));
       return { states: query.states, jobs };
     }),
@@ -96,7 +99,12 @@ export function jobsRoutes(ctx: ApiContext): Router {
 
   r.get(
     '/:queue/:id',
-    handle({ params: jobParams }, async ({ params }) => describeJob(await findJob(params.queue, params.id))),
+    handle({ params: jobParams }, async ({ params }) => {
+      requireRedis();
+      const found = await readJob(ctx.queues.queue(params.queue), params.id);
+      if (!found) throw notFound('Job');
+      return describeJob(found);
+    }),
   );
 
   r.delete(
@@ -178,9 +186,10 @@ export function jobsRoutes(ctx: ApiContext): Router {
           return undefined;
         }
         unsubscribe = off;
-        const job = await ctx.queues.queue(params.queue).getJob(params.id);
-        if (!job) throw notFound('Job');
-        const desc = await describeJob(job);
+        // After subscribing: an end from here on is an event; an earlier one is in the state (with its return value).
+        const found = await readJob(ctx.queues.queue(params.queue), params.id);
+        if (!found) throw notFound('Job');
+        const desc = describeJob(found);
         if (closed) return undefined;
         res.status(200);
         res.setHeader('content-type', 'text/event-stream; charset=utf-8');
