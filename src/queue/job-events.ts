@@ -20,6 +20,17 @@ export interface QueueSource {
   readonly connection: Redis;
 }
 
+/**
+ * The id of a queue's newest event, or '0-0' while it has none: a QueueEvents reader given it as `lastEventId`
+ * gets every event written after this call. BullMQ's default ('$') is the newest entry when the reader's first
+ * XREAD runs, after its connection and CLIENT SETNAME: an event written in between (a short job's completion) is
+ * never delivered.
+ */
+export async function newestEventId(source: QueueSource, queue: QueueName): Promise<string> {
+  const newest = await source.connection.xrevrange(source.queue(queue).keys.events, '+', '-', 'COUNT', 1);
+  return newest[0]?.[0] ?? '0-0';
+}
+
 /** Fans BullMQ QueueEvents out to per-job listeners (the SSE endpoint); one stream reader per queue. */
 export class JobEventsHub {
   /** Each queue's reader, once its start position is read (a failed start is forgotten, so the next subscribe tries again). */
@@ -50,18 +61,16 @@ export class JobEventsHub {
   }
 
   private async start(queue: QueueName): Promise<QueueEvents> {
-    // The reader starts after the stream's newest entry as of now, read before any subscriber reads its job's state.
-    // BullMQ's default ('$') is the newest entry when the reader's first XREAD runs, after its connection and CLIENT
-    // SETNAME: an event in between (a short job's completion) was lost, and its event stream waited for it for good.
-    const q = this.queues.queue(queue);
-    const newest = await this.queues.connection.xrevrange(q.keys.events, '+', '-', 'COUNT', 1);
+    // The reader starts after the newest event as of now, read before any subscriber reads its job's state (with '$',
+    // a job ending just then was never reported, and its event stream waited for it for good).
+    const lastEventId = await newestEventId(this.queues, queue);
     if (this.closed) throw new Error('the job event hub is closed');
     // A waiting connection of its own (XREAD BLOCK must not share the api's fail-fast one), owned by BullMQ.
     const qe = new QueueEvents(queue, {
       connection: bullConnectionOptions(redisUrl(this.env), `events-${queue}`),
       prefix: this.env.QUEUE_PREFIX,
       autorun: true,
-      lastEventId: newest[0]?.[0] ?? '0-0',
+      lastEventId,
     });
     qe.on('error', () => undefined);
     const emit = (jobId: string, e: JobEvent) => this.listeners.get(`${queue}/${jobId}`)?.forEach((l) => l(e));

@@ -1,4 +1,5 @@
 import { QueueEvents } from 'bullmq';
+import { newestEventId } from '../../src/queue/job-events';
 import { startWorker, type RunningWorker } from '../../workers/main';
 import { buildTestApi, type TestApi } from '../helpers/api';
 import { silentLog, testEnv } from '../helpers/env';
@@ -12,15 +13,16 @@ describe('D9: a fact stated again, unchanged, through the real extract-facts wor
   const finished = new Map<string, (r: { returnvalue: unknown }) => void>();
   beforeAll(async () => {
     t = buildTestApi(testEnv({ REPAIR_SWEEP_EVERY_MS: '0', EXPIRE_EVERY_MS: '0' }));
-    events = new QueueEvents('extraction', { connection: { url: t.env.REDIS_URL, maxRetriesPerRequest: null }, prefix: t.env.QUEUE_PREFIX });
+    await waitUntil(() => t.ctx.queues.isReady(), 5000, 'redis ready');
+    events = new QueueEvents('extraction', { connection: { url: t.env.REDIS_URL, maxRetriesPerRequest: null }, prefix: t.env.QUEUE_PREFIX, lastEventId: await newestEventId(t.ctx.queues, 'extraction') });
     events.on('error', () => undefined);
     events.on('completed', ({ jobId, returnvalue }) => finished.get(jobId)?.({ returnvalue }));
     await events.waitUntilReady();
     w = await startWorker(t.env, silentLog());
   });
   afterAll(async () => {
-    await events.close();
-    await w.stop();
+    await events?.close();
+    await w?.stop();
     await t.close();
   });
 

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { QueueEvents, type Job } from 'bullmq';
+import { newestEventId } from '../../src/queue/job-events';
 import { forgetStaticModels } from '../../src/embedding/static';
 import { parsePayload } from '../../src/queue/jobs';
 import { startWorker, type RunningWorker } from '../../workers/main';
@@ -19,7 +20,9 @@ const quiet = { REPAIR_SWEEP_EVERY_MS: '0', EXPIRE_EVERY_MS: '0', COMPACT_EVERY_
  * payload is chat text), so the result is read from the queue's events, listened to before the job is added.
  */
 async function extract(t: TestApi, apiKeyId: string, userText: string, requestId: string): Promise<{ returnvalue: unknown }> {
-  const events = new QueueEvents('extraction', { connection: { url: t.env.REDIS_URL, maxRetriesPerRequest: null }, prefix: t.env.QUEUE_PREFIX });
+  // From the newest event as of now: with BullMQ's '$', a job finished before the reader's first read was missed.
+  const lastEventId = await newestEventId(t.ctx.queues, 'extraction');
+  const events = new QueueEvents('extraction', { connection: { url: t.env.REDIS_URL, maxRetriesPerRequest: null }, prefix: t.env.QUEUE_PREFIX, lastEventId });
   events.on('error', () => undefined);
   try {
     await events.waitUntilReady();
