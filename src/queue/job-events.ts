@@ -162,7 +162,7 @@ export class JobEventsHub {
 
   async close(): Promise<void> {
     this.closed = true;
-    // Starts under way end first (bounded: each is one command on a connection with a command timeout).
+    // Starts under way end first (bounded here: the CLI's connection has no command timeout of its own).
     await withTimeout(Promise.allSettled([...this.events.values()]), 2000).catch(() => undefined);
     const all = [...this.readers];
     // Let each reader finish initialising first (bounded): BullMQ emits an unheard 'error' — fatal —
