@@ -252,7 +252,11 @@ async function watchJob(queue: QueueName, id: string, describe: (result: unknown
     bar.setTotal(total);
     bar.update(o.done ?? 0, { phase: o.phase ?? '' });
   };
+  // The end can arrive twice (as an event and in the state read after subscribing): it is reported once.
+  let finishing = false;
   const finish = async (code: number, msg: string) => {
+    if (finishing) return;
+    finishing = true;
     if (started) bar.stop();
     (code === 0 ? console.log : console.error)(msg);
     await hub.close();
