@@ -43,11 +43,12 @@ export function jobsRoutes(ctx: ApiContext): Router {
   const requireRedis = () => {
     if (!ctx.queues.isReady()) throw unavailable('Redis is unreachable; job state is unavailable', { redis: ctx.queues.connection.status });
   };
-  const findJob = async (queue: (typeof QUEUE_NAMES)[number], id: string) => {
+  /** One job with its state (readJob: fields that agree with the state); 404 when there is none. */
+  const findJob = async (queue: (typeof QUEUE_NAMES)[number], id: string): Promise<JobWithState> => {
     requireRedis();
-    const job = await ctx.queues.queue(queue).getJob(id);
-    if (!job) throw notFound('Job');
-    return job;
+    const found = await readJob(ctx.queues.queue(queue), id);
+    if (!found) throw notFound('Job');
+    return found;
   };
 
   r.get(
@@ -99,19 +100,13 @@ export function jobsRoutes(ctx: ApiContext): Router {
 
   r.get(
     '/:queue/:id',
-    handle({ params: jobParams }, async ({ params }) => {
-      requireRedis();
-      const found = await readJob(ctx.queues.queue(params.queue), params.id);
-      if (!found) throw notFound('Job');
-      return describeJob(found);
-    }),
+    handle({ params: jobParams }, async ({ params }) => describeJob(await findJob(params.queue, params.id))),
   );
 
   r.delete(
     '/:queue/:id',
     handle({ params: jobParams }, async ({ params }) => {
-      const job = await findJob(params.queue, params.id);
-      const state = await job.getState();
+      const { job, state } = await findJob(params.queue, params.id);
       if (state === 'active') throw conflict('The job is running; it cannot be removed', { state });
       await job.remove();
       return { success: true, id: job.id, previousState: state };
@@ -122,8 +117,7 @@ export function jobsRoutes(ctx: ApiContext): Router {
   r.post(
     '/:queue/:id/retry',
     handle({ params: jobParams }, async ({ params }) => {
-      const job = await findJob(params.queue, params.id);
-      const state = await job.getState();
+      const { job, state } = await findJob(params.queue, params.id);
       if (state !== 'failed') throw conflict(`Only a failed job can be retried; this one is ${state}`, { state });
       await job.retry('failed', { resetAttemptsMade: true });
       return { success: true, id: job.id, queue: params.queue, state: await job.getState() };
@@ -187,9 +181,7 @@ export function jobsRoutes(ctx: ApiContext): Router {
         }
         unsubscribe = off;
         // After subscribing: an end from here on is an event; an earlier one is in the state (with its return value).
-        const found = await readJob(ctx.queues.queue(params.queue), params.id);
-        if (!found) throw notFound('Job');
-        const desc = describeJob(found);
+        const desc = describeJob(await findJob(params.queue, params.id));
         if (closed) return undefined;
         res.status(200);
         res.setHeader('content-type', 'text/event-stream; charset=utf-8');
