@@ -13,6 +13,7 @@ import { registerQdrantFallbackMetric } from './memory/qdrant-metrics';
 import { RetrievalService } from './memory/retrieval.service';
 import { createApp } from './http/app';
 import { expressServer } from './http/direct-route';
+import { OpenResponses } from './http/open-responses';
 import { answerClientErrors } from './http/client-error';
 import { createLogger, processLogDestination, type Logger } from './logger';
 import { Metrics } from './metrics';
@@ -130,7 +131,7 @@ export async function startApi(env: Env, log: Logger, opts: { dbFile?: string; e
   const port = typeof addr === 'object' && addr ? addr.port : env.PORT;
 
   // Responses not finished yet: at shutdown, those whose head is unsent are told `connection: close`.
-  const open = new Set<ServerResponse>();
+  const open = new OpenResponses();
   let draining = false;
   // Shared listeners (`this` is the response): no closures per request.
   function forget(this: ServerResponse): void {
@@ -158,7 +159,7 @@ export async function startApi(env: Env, log: Logger, opts: { dbFile?: string; e
       draining = true;
       // Job event streams end only when their job does: end them now (their clients reopen them), or they hold close() to the grace timer.
       ctx.jobEvents.endStreams();
-      for (const res of open) {
+      for (const res of open.list()) {
         if (!res.headersSent) res.setHeader('connection', 'close');
         if (!res.writableFinished) res.on('finish', finishedWhileDraining);
       }
