@@ -115,8 +115,8 @@ function wakeReader(st: EagerBody): void {
  * alive (their req, res, parser and undici objects) until the next full collection: ~5 KB promoted to the old space
  * per memory-off chat against ~0.1 KB for a bare proxy, a mark-compact every ~1,600 chats, scavenges of ~5 ms
  * instead of ~1.5 ms, and ~0.1 ms more CPU per chat (bench/README.md, "Fifteenth pass"). The same code with this
- * shape promotes what a bare proxy does under a steady load; after an idle gap the api promotes again, for a reason
- * outside this function that the same pass bisected but did not find.
+ * shape promotes what a bare proxy does under a steady load (after an idle gap the api's Set of open responses did
+ * the same until src/http/open-responses.ts replaced it).
  */
 async function* drainEager(st: EagerBody): AsyncGenerator<Buffer> {
   let complete = false;
