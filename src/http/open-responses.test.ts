@@ -42,6 +42,13 @@ describe('OpenResponses', () => {
     two.delete(a);
     expect(one.list()).toEqual([a]);
     expect(two.list()).toEqual([b]);
+    // One response in both: each removes it from its own list only.
+    two.add(a);
+    one.delete(a);
+    expect(one.list()).toEqual([]);
+    expect(two.list()).toEqual([b, a]);
+    two.delete(a);
+    expect(two.list()).toEqual([b]);
   });
 
   it('gives a copy: removing while walking it skips nothing', () => {

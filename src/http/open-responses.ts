@@ -1,8 +1,6 @@
 import type { ServerResponse } from 'node:http';
 
-const SLOT = Symbol('engram.openResponses.slot');
-
-type Tracked = ServerResponse & { [SLOT]?: number | undefined };
+type Tracked = ServerResponse & { [slot: symbol]: number | undefined };
 
 /**
  * The api's responses not finished yet, for the shutdown (each one's head is told `connection: close`). An array
@@ -15,6 +13,8 @@ type Tracked = ServerResponse & { [SLOT]?: number | undefined };
  */
 export class OpenResponses {
   private readonly items: Tracked[] = [];
+  /** Each tracker's own property: a response held by two trackers keeps a slot in each. */
+  private readonly slot = Symbol('engram.openResponses.slot');
 
   get size(): number {
     return this.items.length;
@@ -22,22 +22,23 @@ export class OpenResponses {
 
   add(res: ServerResponse): void {
     const r = res as Tracked;
-    if (r[SLOT] !== undefined && this.items[r[SLOT]] === r) return;
-    r[SLOT] = this.items.length;
+    const at = r[this.slot];
+    if (at !== undefined && this.items[at] === r) return;
+    r[this.slot] = this.items.length;
     this.items.push(r);
   }
 
   delete(res: ServerResponse): void {
     const r = res as Tracked;
-    const i = r[SLOT];
+    const i = r[this.slot];
     if (i === undefined || this.items[i] !== r) return;
     const last = this.items.pop()!;
     if (last !== r) {
       this.items[i] = last;
-      last[SLOT] = i;
+      last[this.slot] = i;
     }
     // Kept as a property (undefined), so a response's shape does not change when it leaves.
-    r[SLOT] = undefined;
+    r[this.slot] = undefined;
   }
 
   /** A copy: what a caller does with each response may finish it (and remove it) while it walks them. */
