@@ -286,59 +286,62 @@ export function QdrantCard({ keys, onChanged }: { keys: KeyInfo[]; onChanged: ()
       </p>
       {loadError ? <ErrorText error={loadError} /> : !loaded ? <Loading what="Qdrant settings" /> : null}
 
-      <form class="form" onSubmit={saveSettings} aria-label="Qdrant settings">
-        <label class="check">
-          <input type="checkbox" checked={f.enabled} onChange={(e) => setF({ ...f, enabled: checked(e) })} /> Use Qdrant as the vector tier
-        </label>
-        <div class="filters">
-          <Field label="Host" id="qd-host" hint="A host name or URL, e.g. qdrant or https://xyz.cloud.qdrant.io">
-            <input id="qd-host" aria-describedby="qd-host-hint" placeholder="http://qdrant" autocomplete="off" value={f.host} onInput={(e) => setF({ ...f, host: value(e) })} />
-          </Field>
-          <Field label="Port" id="qd-port">
-            <input id="qd-port" type="number" min={1} max={65535} required value={f.port} onInput={(e) => setF({ ...f, port: Number(value(e)) })} />
-          </Field>
-          <Field label="Collection (alias)" id="qd-collection">
-            <input id="qd-collection" required pattern="[A-Za-z0-9_\-]+" title="letters, digits, _ and - only" value={f.collection} onInput={(e) => setF({ ...f, collection: value(e) })} />
-          </Field>
-          <Field label="Quantization" id="qd-quant" hint="Applies to collections created afterwards">
-            <select id="qd-quant" aria-describedby="qd-quant-hint" value={f.quantization} onChange={(e) => setF({ ...f, quantization: value(e) as QdrantSettings['quantization'] })}>
-              <option value="none">none</option>
-              <option value="int8">int8 (scalar)</option>
-              <option value="binary">binary</option>
-            </select>
-          </Field>
-          <Field label="Qdrant API key" id="qd-key" hint={keyHint}>
-            <input
-              id="qd-key"
-              type="password"
-              autocomplete="new-password"
-              aria-describedby="qd-key-hint"
-              disabled={f.removeKey}
-              value={f.apiKey}
-              onInput={(e) => setF({ ...f, apiKey: value(e) })}
-            />
-          </Field>
-        </div>
-        {loaded?.hasApiKey ? (
+      {/* Only once the stored settings are in: a form shown before would let the answer overwrite what was typed. */}
+      {loaded ? (
+        <form class="form" onSubmit={saveSettings} aria-label="Qdrant settings">
           <label class="check">
-            <input type="checkbox" checked={f.removeKey} onChange={(e) => setF({ ...f, removeKey: checked(e), apiKey: '' })} /> Remove the stored API key
+            <input type="checkbox" checked={f.enabled} onChange={(e) => setF({ ...f, enabled: checked(e) })} /> Use Qdrant as the vector tier
           </label>
-        ) : null}
-        <ErrorText error={saving.error} />
-        {saved ? (
-          <p role="status" class="ok-text">
-            {saved}
-          </p>
-        ) : null}
-        <div class="actions wrap">
-          <button type="submit" class="primary" disabled={saving.busy}>
-            {saving.busy ? 'Saving…' : 'Save Qdrant settings'}
-          </button>
-          <button type="button" onClick={testConnection} disabled={testing.busy}>
-            {testing.busy ? 'Testing…' : 'Test connection'}
-          </button>
-        </div>
-      </form>
+          <div class="filters">
+            <Field label="Host" id="qd-host" hint="A host name or URL, e.g. qdrant or https://xyz.cloud.qdrant.io">
+              <input id="qd-host" aria-describedby="qd-host-hint" placeholder="http://qdrant" autocomplete="off" value={f.host} onInput={(e) => setF({ ...f, host: value(e) })} />
+            </Field>
+            <Field label="Port" id="qd-port">
+              <input id="qd-port" type="number" min={1} max={65535} required value={f.port} onInput={(e) => setF({ ...f, port: Number(value(e)) })} />
+            </Field>
+            <Field label="Collection (alias)" id="qd-collection">
+              <input id="qd-collection" required pattern="[A-Za-z0-9_\-]+" title="letters, digits, _ and - only" value={f.collection} onInput={(e) => setF({ ...f, collection: value(e) })} />
+            </Field>
+            <Field label="Quantization" id="qd-quant" hint="Applies to collections created afterwards">
+              <select id="qd-quant" aria-describedby="qd-quant-hint" value={f.quantization} onChange={(e) => setF({ ...f, quantization: value(e) as QdrantSettings['quantization'] })}>
+                <option value="none">none</option>
+                <option value="int8">int8 (scalar)</option>
+                <option value="binary">binary</option>
+              </select>
+            </Field>
+            <Field label="Qdrant API key" id="qd-key" hint={keyHint}>
+              <input
+                id="qd-key"
+                type="password"
+                autocomplete="new-password"
+                aria-describedby="qd-key-hint"
+                disabled={f.removeKey}
+                value={f.apiKey}
+                onInput={(e) => setF({ ...f, apiKey: value(e) })}
+              />
+            </Field>
+          </div>
+          {loaded?.hasApiKey ? (
+            <label class="check">
+              <input type="checkbox" checked={f.removeKey} onChange={(e) => setF({ ...f, removeKey: checked(e), apiKey: '' })} /> Remove the stored API key
+            </label>
+          ) : null}
+          <ErrorText error={saving.error} />
+          {saved ? (
+            <p role="status" class="ok-text">
+              {saved}
+            </p>
+          ) : null}
+          <div class="actions wrap">
+            <button type="submit" class="primary" disabled={saving.busy}>
+              {saving.busy ? 'Saving…' : 'Save Qdrant settings'}
+            </button>
+            <button type="button" onClick={testConnection} disabled={testing.busy}>
+              {testing.busy ? 'Testing…' : 'Test connection'}
+            </button>
+          </div>
+        </form>
+      ) : null}
       <ErrorText error={testing.error} />
       {health ? <HealthView h={health} /> : null}
 

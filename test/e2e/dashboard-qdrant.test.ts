@@ -91,6 +91,16 @@ describe('Memory Studio: the Qdrant card against the real Qdrant routes', () => 
       qdrantAnswers.push(await r.text().catch(() => ''));
     });
 
+    // The card's first read of the stored settings answers late (as on a slow link): the form must not be
+    // fillable before it, or that answer overwrites what the first test types (a race CI once lost).
+    let firstRead = true;
+    await page.route('**/api/settings/qdrant', async (route) => {
+      if (firstRead && route.request().method() === 'GET') {
+        firstRead = false;
+        await new Promise((r) => setTimeout(r, 1_500));
+      }
+      await route.continue();
+    });
     await page.goto(`${base}/dashboard/#/engine`);
     await page.getByLabel('Management token').fill(TEST_TOKEN);
     await page.getByRole('button', { name: 'Sign in' }).click();
@@ -110,6 +120,8 @@ describe('Memory Studio: the Qdrant card against the real Qdrant routes', () => 
 
   it('shows a server validation error in words and changes nothing', async () => {
     await card.getByLabel('Collection (alias)').fill('not a name!');
+    // The late first read (held in beforeAll) has been answered and shown before the save.
+    await card.getByText('Loading Qdrant settings…').waitFor({ state: 'detached' });
     // Past the browser's own pattern check, so the server's answer is what the operator reads.
     await card.getByRole('form', { name: 'Qdrant settings' }).evaluate((el) => ((el as HTMLFormElement).noValidate = true));
     await card.getByRole('button', { name: 'Save Qdrant settings' }).click();
