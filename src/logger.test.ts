@@ -56,4 +56,31 @@ describe('processLogDestination (buffered stdout of the api and worker)', () => 
       fs.closeSync(fd);
     }
   });
+
+  it('makes no write while nothing is logged (the flush is armed by a line, not by a clock)', () => {
+    const script = `
+      const fs = require('node:fs');
+      let writes = 0;
+      const real = fs.write;
+      fs.write = function (...args) { writes++; return real.apply(this, args); };
+      const { createLogger, processLogDestination } = require('./dist/src/logger');
+      const log = createLogger('info', 'flush-test', processLogDestination(20));
+      const counts = [];
+      setTimeout(() => {
+        counts.push(writes);
+        log.info('one line');
+        setTimeout(() => {
+          counts.push(writes);
+          setTimeout(() => { counts.push(writes); process.stderr.write(JSON.stringify(counts)); process.exit(0); }, 300);
+        }, 150);
+      }, 300);
+    `;
+    const r = spawnSync(process.execPath, ['-e', script], { cwd: ROOT, encoding: 'utf8', timeout: 15_000 });
+    const [idle, afterLine, idleAgain] = JSON.parse(r.stderr) as number[];
+    // 300 ms idle at a 20 ms interval: a clock-driven flush would have written ~15 times by now.
+    expect(idle).toBe(0);
+    expect(afterLine).toBe(1);
+    expect(idleAgain).toBe(afterLine);
+    expect(r.stdout).toContain('"msg":"one line"');
+  });
 });
