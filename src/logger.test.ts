@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { tempDir } from '../test/helpers/env';
@@ -82,5 +82,33 @@ describe('processLogDestination (buffered stdout of the api and worker)', () => 
     expect(afterLine).toBe(1);
     expect(idleAgain).toBe(afterLine);
     expect(r.stdout).toContain('"msg":"one line"');
+  });
+
+  it('writes a line logged while a write was held up, without another line to arm the flush', async () => {
+    // A ~490 KB burst, then one line while stdout is full (this test does not read it for 300 ms): the flush that line
+    // armed finds the burst's writes still in flight. Each burst line fills one of sonic-boom's 16 KB write chunks, so
+    // the last line sits alone in a chunk under minLength, which sonic-boom never writes by itself. The process stays
+    // up for 3 s, so only a flush can write the line.
+    const script = `
+      const { createLogger, processLogDestination } = require('./dist/src/logger');
+      const log = createLogger('info', 'flush-test', processLogDestination(20));
+      const pad = 'x'.repeat(16_300);
+      for (let i = 0; i < 30; i++) log.info({ i, pad }, 'burst');
+      setTimeout(() => log.info('tail'), 50);
+      setTimeout(() => process.exit(0), 3000);
+    `;
+    const child = spawn(process.execPath, ['-e', script], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      let out = '';
+      await new Promise((r) => setTimeout(r, 300));
+      child.stdout.on('data', (c: Buffer) => (out += c.toString('utf8')));
+      const deadline = Date.now() + 1_500;
+      while (!out.includes('"msg":"tail"') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      // Still running: the exit path's synchronous flush has not happened.
+      expect(child.exitCode).toBeNull();
+      expect(out).toContain('"msg":"tail"');
+    } finally {
+      child.kill('SIGKILL');
+    }
   });
 });

@@ -29,22 +29,36 @@ const LOG_BUFFER_BYTES = 4096;
 export function processLogDestination(flushMs: number): DestinationStream {
   if (flushMs <= 0) return pino.destination({ dest: 1, minLength: 0, sync: false });
   const dest = pino.destination({ dest: 1, minLength: LOG_BUFFER_BYTES, sync: false });
+  // Bytes handed to the destination and not yet written: a flush is due while there are any.
+  let pending = 0;
   let armed: NodeJS.Timeout | null = null;
+  const arm = (): void => {
+    if (armed !== null) return;
+    armed = setTimeout(flush, flushMs);
+    armed.unref();
+  };
   const flush = (): void => {
     armed = null;
+    if (pending === 0) return;
     try {
+      // A write in flight makes this a no-op; the 'drain' after that write arms the next flush.
       dest.flush();
     } catch {
       // Destroyed meanwhile (the exit path flushes synchronously before it closes): nothing left to write.
     }
   };
+  dest.on('write', (n: number) => {
+    pending = Math.max(0, pending - n);
+  });
+  // A run of writes stops with up to minLength bytes still buffered (sonic-boom writes on only above it).
+  dest.on('drain', () => {
+    if (pending > 0) arm();
+  });
   const write = dest.write.bind(dest);
   dest.write = (line: string): boolean => {
+    pending += Buffer.byteLength(line);
     const ok = write(line);
-    if (armed === null) {
-      armed = setTimeout(flush, flushMs);
-      armed.unref();
-    }
+    arm();
     return ok;
   };
   return dest;
