@@ -321,7 +321,7 @@ export function QdrantCard({ keys, onChanged }: { keys: KeyInfo[]; onChanged: ()
               />
             </Field>
           </div>
-          {loaded?.hasApiKey ? (
+          {loaded.hasApiKey ? (
             <label class="check">
               <input type="checkbox" checked={f.removeKey} onChange={(e) => setF({ ...f, removeKey: checked(e), apiKey: '' })} /> Remove the stored API key
             </label>

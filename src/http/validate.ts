@@ -117,9 +117,9 @@ function bodyError(status: number, type: string, message: string): Error {
 function readPlainJson(opts: { maxDepth: number; keepRaw?: boolean }): (req: Request, res: Response, next: NextFunction) => boolean {
   return (req, _res, next) => {
     const h = req.headers;
-    const type = h['content-type'];
     const declared = h['content-length'];
-    if (h['content-encoding'] !== undefined || type === undefined || declared === undefined || !PLAIN_JSON_TYPE.test(type) || !DECIMAL.test(declared)) return false;
+    // The plain type with a declared length (isPlainJsonRequest's own rule), and nothing to decode.
+    if (h['content-encoding'] !== undefined || declared === undefined || !isPlainJsonRequest(req)) return false;
     const length = Number(declared);
     // Empty, already being read by someone, or a request node already destroyed (the client left while something was
     // awaited before this parser; body-parser then calls next() without a body): body-parser's rules.
