@@ -10,6 +10,8 @@
  * memory on or off, {cmd:'profile', action:'start'|'stop', file} with a V8 CPU profile of the span between,
  * {cmd:'alloc', action:'start'|'stop', file, survivors?} with a sampled allocation profile (.heapprofile, collected objects
  * included; with survivors, not those a scavenge collected),
+ * {cmd:'coverage', action:'start'|'stop', file} with V8's call count of every function run in the span between
+ * (precise coverage, function granularity: the code a chat touches, not its time),
  * {cmd:'heap', file?} with the memory after two full collections (and a heap snapshot written to file),
  * {cmd:'phases', action:'start'|'stop'} with each request's phases between (PhaseTimer; one request at a time).
  */
@@ -25,7 +27,7 @@ import vm from 'node:vm';
 import { Pool } from 'undici';
 
 interface Msg {
-  cmd: 'stats' | 'memory' | 'profile' | 'alloc' | 'heap' | 'phases' | 'exit';
+  cmd: 'stats' | 'memory' | 'profile' | 'alloc' | 'coverage' | 'heap' | 'phases' | 'exit';
   reset?: boolean;
   detail?: boolean;
   enabled?: boolean;
@@ -277,6 +279,18 @@ function serveCommands(port: number, setMemory: (enabled: boolean) => void): voi
           fs.writeFileSync(m.file!, JSON.stringify(profile));
         }
         send({ type: 'alloc' });
+      } else if (m.cmd === 'coverage') {
+        // Call counts per function from here on: the first take only resets the counters started with.
+        if (m.action === 'start') {
+          await post('Profiler.enable');
+          await post('Profiler.startPreciseCoverage', { callCount: true, detailed: false });
+          await post('Profiler.takePreciseCoverage');
+        } else {
+          const { result } = (await post('Profiler.takePreciseCoverage')) as { result: unknown };
+          await post('Profiler.stopPreciseCoverage');
+          fs.writeFileSync(m.file!, JSON.stringify(result));
+        }
+        send({ type: 'coverage' });
       } else if (m.cmd === 'heap') {
         // What is live, not what is garbage not yet collected: two full collections, then the breakdown (and a snapshot when asked).
         const before = process.memoryUsage();

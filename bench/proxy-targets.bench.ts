@@ -14,6 +14,9 @@
  *          --node-options=<flags> / --env=<K=V,...> (for this build's api only, to weigh them against --before)
  *          --sequential-profile=<dir> (V8 CPU profiles of the sequential chats per proxy and mode; their latency then includes the profiler)
  *          --phases (where a sequential chat's time goes inside each proxy: before the upstream call, the upstream, after it)
+ *          --rounds=<n> (n sequential runs per mode, pooled, each one's p50 shown: the spread a change must beat)
+ *          --coverage=<dir> (the functions the sequential chats run and their calls per chat, per proxy and mode: V8 precise
+ *          coverage, which also slows them, so their latency figures are not comparable)
  *          --heap=<dir> (after each mode: the live memory after two full GCs and a .heapsnapshot per build)
  */
 import crypto from 'node:crypto';
@@ -54,6 +57,10 @@ interface Options {
   seqProfileDir: string | null;
   /** Times each sequential chat's phases inside each proxy (bench/proxy-child.ts PhaseTimer). */
   phases: boolean;
+  /** Call counts of every function the sequential chats run, per proxy and mode (V8 precise coverage). */
+  coverageDir: string | null;
+  /** Sequential runs per mode (pooled for the figures; each one's p50 shown too). */
+  rounds: number;
 }
 
 function parseOptions(args: string[]): Options {
@@ -68,6 +75,8 @@ function parseOptions(args: string[]): Options {
     env: Object.fromEntries((opt('env') ?? '').split(',').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)])),
     heapDir: opt('heap') ? path.resolve(opt('heap')!) : null,
     seqProfileDir: opt('sequential-profile') ? path.resolve(opt('sequential-profile')!) : null,
+    coverageDir: opt('coverage') ? path.resolve(opt('coverage')!) : null,
+    rounds: Math.max(1, Number(opt('rounds') ?? 1)),
     phases: args.includes('--phases'),
   };
 }
@@ -405,6 +414,57 @@ interface ProfileNode {
   children?: number[];
 }
 
+/** A script's short name (below node_modules/ or dist/) and the area it counts under: a package, a folder of ours, node core. */
+function codeArea(url: string, functionName: string): { short: string; pkg: string } {
+  const where = url.replace(/^file:\/\//, '');
+  const short = where.includes('node_modules/') ? where.slice(where.lastIndexOf('node_modules/') + 13) : where.includes('/dist/') ? where.slice(where.indexOf('/dist/') + 6) : where || '(native)';
+  const pkg = where.includes('node_modules/')
+    ? short.split('/').slice(0, short.startsWith('@') ? 2 : 1).join('/')
+    : where.includes('/dist/')
+      ? `engram ${short.split('/').slice(0, 2).join('/')}`
+      : where.startsWith('node:')
+        ? 'node core'
+        : functionName.startsWith('(') ? functionName : 'native/V8';
+  return { short, pkg };
+}
+
+interface CoverageScript {
+  url: string;
+  functions: Array<{ functionName: string; ranges: Array<{ startOffset: number; count: number }> }>;
+}
+
+/**
+ * What code a chat runs (V8 precise coverage, call counts per function over `chats` chats): the distinct functions
+ * run and the calls per chat, by area, and the most-called functions. A lone chat's cost is mostly cold caches
+ * (bench/README.md, "Seventeenth pass"), so the code it touches is the figure to shrink, beside its time.
+ */
+export function summariseCoverage(file: string, chats: number, top = 15): { byArea: Record<string, unknown>[]; top: Record<string, unknown>[] } {
+  const scripts = JSON.parse(fs.readFileSync(file, 'utf8')) as CoverageScript[];
+  const area = new Map<string, { fns: number; calls: number }>();
+  const fn: Array<[string, number]> = [];
+  const all = { fns: 0, calls: 0 };
+  for (const sc of scripts) {
+    for (const f of sc.functions) {
+      const calls = f.ranges[0]?.count ?? 0;
+      // The script's own top level is not a call a chat made.
+      if (calls === 0 || (f.functionName === '' && f.ranges[0]?.startOffset === 0)) continue;
+      const { short, pkg } = codeArea(sc.url, f.functionName || '(anonymous)');
+      const a = area.get(pkg) ?? { fns: 0, calls: 0 };
+      a.fns++;
+      a.calls += calls;
+      area.set(pkg, a);
+      all.fns++;
+      all.calls += calls;
+      fn.push([`${f.functionName || '(anonymous)'} ${short}@${f.ranges[0]!.startOffset}`, calls]);
+    }
+  }
+  const row = (name: string, a: { fns: number; calls: number }) => ({ area: name, 'functions run': a.fns, 'calls per chat': Number((a.calls / chats).toFixed(1)) });
+  return {
+    byArea: [row('all', all), ...[...area].sort((x, y) => y[1].calls - x[1].calls).slice(0, 14).map(([k, a]) => row(k, a))],
+    top: fn.sort((x, y) => y[1] - x[1]).slice(0, top).map(([k, c]) => ({ function: k, 'calls per chat': Number((c / chats).toFixed(1)) })),
+  };
+}
+
 /** Top self-time functions of a V8 CPU profile (`--cpu-prof` format), with the share of all samples and by package. */
 export function summariseProfile(file: string, top = 15): { top: Record<string, unknown>[]; byArea: Record<string, unknown>[] } {
   const prof = JSON.parse(fs.readFileSync(file, 'utf8')) as { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[] };
@@ -416,17 +476,9 @@ export function summariseProfile(file: string, top = 15): { top: Record<string, 
   const area = new Map<string, number>();
   for (const [id, us] of self) {
     const f = byId.get(id)!.callFrame;
-    const where = f.url.replace(/^file:\/\//, '');
-    const short = where.includes('node_modules/') ? where.slice(where.lastIndexOf('node_modules/') + 13) : where.includes('/dist/') ? where.slice(where.indexOf('/dist/') + 6) : where || '(native)';
+    const { short, pkg } = codeArea(f.url, f.functionName);
     const key = `${f.functionName || '(anonymous)'} ${short}:${f.lineNumber + 1}`;
     fn.set(key, (fn.get(key) ?? 0) + us);
-    const pkg = where.includes('node_modules/')
-      ? short.split('/').slice(0, short.startsWith('@') ? 2 : 1).join('/')
-      : where.includes('/dist/')
-        ? `engram ${short.split('/').slice(0, 2).join('/')}`
-        : where.startsWith('node:')
-          ? 'node core'
-          : f.functionName.startsWith('(') ? f.functionName : 'native/V8';
     area.set(pkg, (area.get(pkg) ?? 0) + us);
   }
   const rows = (m: Map<string, number>, n: number, name: string) =>
@@ -525,6 +577,7 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
 
     const seq: Record<string, unknown>[] = [];
     const phaseRows: Record<string, unknown>[] = [];
+    const roundRows: Record<string, unknown>[] = [];
     const thr: Record<string, unknown>[] = [];
     const memRows: Record<string, unknown>[] = [];
     const liveRows: Record<string, unknown>[] = [];
@@ -540,19 +593,44 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
       for (const t of proxies) seqBefore.set(t.label, await cpuNow(t));
       if (o.seqProfileDir) for (const t of proxies) await t.api!.call({ cmd: 'profile', action: 'start' }, 'profile');
       if (o.phases) for (const t of proxies) await t.api!.call({ cmd: 'phases', action: 'start' }, 'phases');
-      const s = await sequential(targets, queries, offset);
-      offset += WARMUP + SEQUENTIAL;
+      if (o.coverageDir) for (const t of proxies) await t.api!.call({ cmd: 'coverage', action: 'start' }, 'coverage');
+      // --rounds=N: N sequential runs back to back, pooled for the figures and shown one by one (how much a p50 moves
+      // between runs of the same processes: a change smaller than that needs more rounds to be seen).
+      const rounds: Array<Map<string, number[]>> = [];
+      for (let r = 0; r < o.rounds; r++) {
+        rounds.push(await sequential(targets, queries, offset));
+        offset += WARMUP + SEQUENTIAL;
+      }
+      const s = new Map(targets.map((t) => [t.label, rounds.flatMap((x) => x.get(t.label)!).sort((a, b) => a - b)]));
+      if (o.rounds > 1) {
+        rounds.forEach((x, r) => {
+          const d = percentile(x.get('upstream direct')!, 50);
+          roundRows.push({ mode, round: r + 1, ...Object.fromEntries(proxies.map((t) => [t.label, f2(percentile(x.get(t.label)!, 50) - d)])) });
+        });
+      }
       if (o.phases) {
         for (const t of proxies) {
           const { phases } = (await t.api!.call({ cmd: 'phases', action: 'stop' }, 'phases')) as { phases: RequestPhases[] };
-          phaseRows.push({ mode, target: t.label, ...phaseMedians(phases.slice(WARMUP)) });
+          phaseRows.push({ mode, target: t.label, ...phaseMedians(phases.filter((_, i) => i % (WARMUP + SEQUENTIAL) >= WARMUP)) });
         }
       }
       const seqCpu = new Map<string, { cpu: number; main: number | null }>();
       for (const t of proxies) {
         const a = await cpuNow(t);
         const b = seqBefore.get(t.label)!;
-        seqCpu.set(t.label, { cpu: (a.cpu - b.cpu) / (WARMUP + SEQUENTIAL), main: a.main === null || b.main === null ? null : (a.main - b.main) / (WARMUP + SEQUENTIAL) });
+        const chats = o.rounds * (WARMUP + SEQUENTIAL);
+        seqCpu.set(t.label, { cpu: (a.cpu - b.cpu) / chats, main: a.main === null || b.main === null ? null : (a.main - b.main) / chats });
+      }
+      if (o.coverageDir) {
+        fs.mkdirSync(o.coverageDir, { recursive: true });
+        for (const t of proxies) {
+          const file = path.join(o.coverageDir, `${t.label.replace(/\W+/g, '-')}-${memory ? 'memory-on' : 'memory-off'}-sequential.coverage.json`);
+          await t.api!.call({ cmd: 'coverage', action: 'stop', file }, 'coverage');
+          const c = summariseCoverage(file, o.rounds * (WARMUP + SEQUENTIAL));
+          console.log(`\nCode run per chat, ${t.label}, ${mode}, sequential chats (${file})`);
+          console.table(c.byArea);
+          console.table(c.top);
+        }
       }
       if (o.seqProfileDir) {
         fs.mkdirSync(o.seqProfileDir, { recursive: true });
@@ -639,6 +717,10 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
     for (const [label, x] of injectedSeen) console.log(`${label}: ${x.chats} chats with memory injected, on average ${f1(x.injected / x.chats)} memories and ${int(x.tokens / x.chats)} tokens each`);
     console.log(`\nSequential requests (${SEQUENTIAL} after ${WARM_CHATS} chats served 8 at a time and ${WARMUP} sequential warm-up, targets alternating request by request: direct first, then the bare node proxy and the builds, their order reversed every round and rotated every two), upstream fixed ${UPSTREAM_DELAY_MS} ms:`);
     console.table(seq);
+    if (roundRows.length > 0) {
+      console.log(`\nOverhead p50 over direct per sequential round (${o.rounds} rounds of ${SEQUENTIAL} per mode, the figures above pooled over them), ms:`);
+      console.table(roundRows);
+    }
     if (o.phases) {
       console.log('\nInside each proxy, p50 of each phase of the sequential chats, ms (Node\'s and undici\'s diagnostics channels): request head parsed → upstream call made → its head written → upstream answered → its body ended → our answer handed to the kernel:');
       console.table(phaseRows);
