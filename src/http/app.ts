@@ -29,7 +29,7 @@ const PROXY_MAX_JSON_DEPTH = 256;
 const REQUEST_ID_RE = /^[A-Za-z0-9._-]{1,64}$/;
 
 /**
- * Headers every answer carries (helmet): nosniff, X-Frame-Options DENY (no Engram page is ever framed),
+ * Headers every answer but /v1's carries (helmet; /v1's are apiHeaders below): nosniff, X-Frame-Options DENY (no Engram page is ever framed),
  * Referrer-Policy no-referrer, COOP/CORP same-origin, and the rest of helmet's defaults. Two are left to
  * their owners: the Content-Security-Policy (the dashboard sets its strict one, /admin its frame-ancestors;
  * the docs page loads swagger-ui) and HSTS (Engram speaks plain HTTP on 127.0.0.1; the TLS terminator
@@ -42,6 +42,34 @@ const noStore: express.RequestHandler = (_req, res, next) => {
   res.setHeader('cache-control', 'no-store');
   next();
 };
+
+/**
+ * /v1's headers: what OWASP's REST Security Cheat Sheet lists for every API answer (nosniff, X-Frame-Options DENY and
+ * CSP frame-ancestors 'none', no-store; HSTS stays with the TLS terminator, as above), and none of helmet's others.
+ * /v1 is the OpenAI-compatible API: called by programs with a key in a header (never a cookie, so a cross-site page
+ * cannot make an authenticated request to it), answering JSON or an event stream, never a page. helmet's other eight
+ * (COOP, CORP, Origin-Agent-Cluster, Referrer-Policy, X-DNS-Prefetch-Control, X-Download-Options,
+ * X-Permitted-Cross-Domain-Policies, X-XSS-Protection) govern documents; on a chat they were 8 of its answer's 22
+ * headers, and node's header code was the largest part of the code a memory-off chat ran beyond the bare proxy's
+ * (bench/README.md, "Eighteenth pass").
+ */
+const apiHeaders: express.RequestHandler = (_req, res, next) => {
+  res.setHeader('x-content-type-options', 'nosniff');
+  res.setHeader('x-frame-options', 'DENY');
+  res.setHeader('content-security-policy', "frame-ancestors 'none'");
+  res.setHeader('cache-control', 'no-store');
+  next();
+};
+
+/** Whether a request's url is under /v1 as express's router matches the '/v1' mount: any case, then '/', '?' or nothing. */
+export function underV1(url: string): boolean {
+  if (url[0] !== '/' || (url[1] !== 'v' && url[1] !== 'V') || url[2] !== '1') return false;
+  const c = url[3];
+  return c === undefined || c === '/' || c === '?';
+}
+
+/** The security headers of every answer: /v1's API set there, helmet's everywhere else. */
+const securityHeadersFor: express.RequestHandler = (req, res, next) => (underV1(req.url) ? apiHeaders(req, res, next) : securityHeaders(req, res, next));
 
 /** /admin: the login form and bull-board are never framed (clickjacking), also where only CSP is honoured. */
 const adminFrameAncestors: express.RequestHandler = (_req, res, next) => {
@@ -139,8 +167,8 @@ export function createApp(ctx: ApiContext, metrics: Metrics): Express {
     });
     next();
   });
-  app.use(securityHeaders);
-  app.use(['/api', '/v1', '/mcp', '/admin'], noStore);
+  app.use(securityHeadersFor);
+  app.use(['/api', '/mcp', '/admin'], noStore);
   app.use('/admin', adminFrameAncestors);
   // Authenticate first, parse second: a body is read (up to its limit) only for a caller who may send one.
   // Chat requests can carry images: their own, larger limit and a deeper nesting limit. The proxy comes first: its

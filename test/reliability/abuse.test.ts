@@ -154,6 +154,34 @@ function headersOf(port: number, method: string, path: string, headers: Record<s
   });
 }
 
+/** helmet's headers for documents: on every answer but /v1's (an API called by programs with a key in a header). */
+const DOCUMENT_HEADERS: Record<string, string> = {
+  'cross-origin-opener-policy': 'same-origin',
+  'cross-origin-resource-policy': 'same-origin',
+  'origin-agent-cluster': '?1',
+  'referrer-policy': 'no-referrer',
+  'x-dns-prefetch-control': 'off',
+  'x-download-options': 'noopen',
+  'x-permitted-cross-domain-policies': 'none',
+  'x-xss-protection': '0',
+};
+
+/** What is wrong with an answer's header set for its path: /v1 (as express matches it, any case) or not. */
+function headerSetProblems(where: string, path: string, h: http.IncomingHttpHeaders): string[] {
+  const out: string[] = [];
+  if (/^\/v1(\/|\?|$)/i.test(path)) {
+    if (h['content-security-policy'] !== "frame-ancestors 'none'") out.push(`${where}: csp ${h['content-security-policy']}`);
+    if (h['cache-control'] !== 'no-store') out.push(`${where}: cache-control ${h['cache-control']}`);
+    for (const name of Object.keys(DOCUMENT_HEADERS)) if (h[name] !== undefined) out.push(`${where}: ${name} ${h[name]} on /v1`);
+  } else {
+    for (const [name, value] of Object.entries(DOCUMENT_HEADERS)) {
+      // The dashboard's static files set their own Referrer-Policy, the same value.
+      if (h[name] !== value) out.push(`${where}: ${name} ${h[name]}`);
+    }
+  }
+  return out;
+}
+
 describe('security headers on every route of the router table', () => {
   let t: TestApi;
   let server: http.Server;
@@ -192,7 +220,31 @@ describe('security headers on every route of the router table', () => {
         if (/^\/(admin|dashboard)(\/|$)/.test(path) && !/frame-ancestors 'none'/.test(String(h['content-security-policy']))) problems.push(`${where}: csp ${h['content-security-policy']}`);
         if (/^\/dashboard(\/|$)/.test(path) && h['content-security-policy'] !== DASHBOARD_CSP) problems.push(`${where}: dashboard csp ${h['content-security-policy']}`);
         if (h['x-powered-by'] !== undefined) problems.push(`${where}: x-powered-by ${h['x-powered-by']}`);
+        problems.push(...headerSetProblems(where, path, h));
       }
+    }
+    expect(problems).toEqual([]);
+  });
+
+  it("/v1 answers carry OWASP's API set and no document headers, under any case of the prefix; every other path helmet's set", async () => {
+    const auth = { authorization: `Bearer ${clientKey}` };
+    const problems: string[] = [];
+    const cases: Array<[string, string, Record<string, string>, string | undefined]> = [
+      ['GET', '/V1/models', auth, undefined],
+      ['GET', '/v1', auth, undefined],
+      ['GET', '/v1?x=1', {}, undefined],
+      ['POST', '/v1/chat/completions', auth, '{"model":1}'],
+      ['POST', '/V1/Chat/Completions', {}, '{}'],
+      ['GET', '/v1x', {}, undefined],
+      ['GET', '/v10/models', {}, undefined],
+      ['GET', '/nothing-here', {}, undefined],
+    ];
+    for (const [method, path, headers, body] of cases) {
+      const r = await headersOf(port, method, path, { accept: 'application/json', ...headers }, body);
+      const where = `${method} ${path} (${r.status})`;
+      if (r.headers['x-content-type-options'] !== 'nosniff') problems.push(`${where}: x-content-type-options ${r.headers['x-content-type-options']}`);
+      if (r.headers['x-frame-options'] !== 'DENY') problems.push(`${where}: x-frame-options ${r.headers['x-frame-options']}`);
+      problems.push(...headerSetProblems(where, path, r.headers));
     }
     expect(problems).toEqual([]);
   });
