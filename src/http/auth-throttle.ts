@@ -57,7 +57,8 @@ export class AuthThrottle {
         : null;
     // A day's TTL read to the second: at lru-cache's default resolution (1 ms) every refresh of a remembered pair (every
     // /v1 request) armed a timer, one more turn of the event loop per request.
-    this.known = new LRUCache({ max: options.knownMax ?? 10_000, ttl: KNOWN_TTL_MS, ttlResolution: 1000 });
+    // updateAgeOnGet: the hit that admits a remembered pair is also its refresh (one lookup per request, not has + set).
+    this.known = new LRUCache({ max: options.knownMax ?? 10_000, ttl: KNOWN_TTL_MS, ttlResolution: 1000, updateAgeOnGet: true });
   }
 
   get enabled(): boolean {
@@ -83,10 +84,7 @@ export class AuthThrottle {
     if (identity === null) return this.failure(this.limiter, ip);
     const pair = `${ip}\0${identity}`;
     // Remembered: it passes a block, so the limiter need not be asked.
-    if (this.known.has(pair)) {
-      this.known.set(pair, true);
-      return NOT_BLOCKED;
-    }
+    if (this.known.get(pair)) return NOT_BLOCKED;
     return this.firstSuccess(this.limiter, ip, pair);
   }
 
