@@ -21,6 +21,7 @@ import { JobEventsHub } from './queue/job-events';
 import { checkEvictionPolicy } from './queue/redis';
 import { installProcessGuards } from './process-guards';
 import { Shutdown } from './shutdown';
+import { UpstreamClient } from './proxy/upstream';
 import { AuthThrottle } from './http/auth-throttle';
 
 export interface RunningApi {
@@ -61,6 +62,7 @@ export function buildApiContext(env: Env, log: Logger, opts: { dbFile?: string; 
     dashboardDir: opts.dashboardDir ?? defaultDashboardDir(),
     jobEvents: new JobEventsHub(env, log, services.queues),
     retrieval,
+    upstream: new UpstreamClient(env),
   };
 }
 
@@ -83,9 +85,12 @@ export function watchRedisForRepair(ctx: ApiContext): void {
   });
 }
 
-/** What buildApiContext opened, in the order a shutdown closes it (after the http server). */
-function contextSteps(ctx: ApiContext): Array<[string, () => Promise<void> | void]> {
+/** What buildApiContext opened, in the order a shutdown closes it (after the http server; tests' buildTestApi too). */
+export function contextSteps(ctx: ApiContext): Array<[string, () => Promise<void> | void]> {
   return [
+    // No request is in flight any more: the pool's keep-alive sockets to the upstream would otherwise stay open
+    // (unref'd) until the upstream timed them out.
+    ['upstream', () => ctx.upstream.close()],
     ['job-events', () => ctx.jobEvents.close()],
     ['embedding', () => ctx.embedding.close()],
     ['retrieval', async () => ctx.retrieval.close?.()],

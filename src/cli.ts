@@ -148,7 +148,7 @@ program
     const e = env();
     // stdout carries the protocol: logs go to stderr.
     const log = createLogger(e.LOG_LEVEL, 'engram-mcp', pino.destination(2));
-    const { buildApiContext } = await import('./api');
+    const { buildApiContext, contextSteps } = await import('./api');
     const { serveStdio } = await import('./mcp/stdio');
     const ctx = buildApiContext(e, log);
     const { server, closed } = await serveStdio({ backends: ctx.backends, settings: ctx.settings, retrieval: ctx.retrieval, log });
@@ -157,12 +157,8 @@ program
       if (done) return;
       done = true;
       await server.close().catch(() => undefined);
-      await ctx.retrieval.close?.().catch(() => undefined);
-      await ctx.backends.shutdown().catch(() => undefined);
-      await ctx.jobEvents.close().catch(() => undefined);
-      await ctx.embedding.close().catch(() => undefined);
-      await ctx.queues.close().catch(() => undefined);
-      ctx.db.close();
+      // What the api's shutdown closes, in its order; one that fails does not keep the others open.
+      for (const [, run] of contextSteps(ctx)) await Promise.resolve().then(run).catch(() => undefined);
       process.exit(code);
     };
     process.on('SIGTERM', () => void stop(0));

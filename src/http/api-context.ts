@@ -2,6 +2,7 @@ import type { AdminSessionService } from '../auth/admin-sessions.service';
 import type { ApiKeyService } from '../auth/api-keys.service';
 import type { AuthThrottle } from './auth-throttle';
 import type { Retriever } from '../memory/retrieval.types';
+import type { UpstreamClient } from '../proxy/upstream';
 import type { JobEventsHub } from '../queue/job-events';
 import type { Services } from '../services';
 
@@ -17,4 +18,6 @@ export interface ApiContext extends Services {
   dashboardDir: string;
   jobEvents: JobEventsHub;
   retrieval: Retriever;
+  /** The OpenAI-compatible upstream /v1 relays to, with its keep-alive pool (closed at shutdown, after the http server). */
+  upstream: UpstreamClient;
 }

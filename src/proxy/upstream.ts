@@ -202,7 +202,7 @@ export class UpstreamClient {
     return this.call('GET', `/models/${encodeURIComponent(id)}`, opts.signal, undefined, this.headers.get);
   }
 
-  /** Closes the pool's connections to the upstream, cutting any call still running (tests; the api process exits instead). */
+  /** Closes the pool's connections to the upstream, cutting any call still running (the api's shutdown, after its http server). */
   async close(): Promise<void> {
     await this.pool.destroy();
   }

@@ -2,7 +2,7 @@ import type { Express } from 'express';
 import type { Env } from '../../src/config/env';
 import type { ApiContext } from '../../src/http/api-context';
 import { createApp } from '../../src/http/app';
-import { buildApiContext, watchRedisForRepair } from '../../src/api';
+import { buildApiContext, contextSteps, watchRedisForRepair } from '../../src/api';
 import { Metrics } from '../../src/metrics';
 import { TEST_TOKEN, silentLog, testEnv } from './env';
 
@@ -25,11 +25,8 @@ export function buildTestApi(env: Env = testEnv()): TestApi {
     env,
     auth: { authorization: `Bearer ${TEST_TOKEN}` },
     async close() {
-      await ctx.jobEvents.close();
-      await ctx.retrieval.close?.();
-      await ctx.backends.shutdown();
-      await ctx.queues.close();
-      ctx.db.close();
+      // What the api's shutdown closes after its http server, in its order.
+      for (const [, run] of contextSteps(ctx)) await run();
     },
   };
 }

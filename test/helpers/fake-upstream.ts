@@ -51,6 +51,8 @@ export interface FakeUpstream {
   plan(p: FakeUpstreamPlan): void;
   /** Forgets recorded requests and queued plans. */
   reset(): void;
+  /** Connections open to it now (a client's keep-alive sockets included). */
+  openConnections(): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -206,6 +208,7 @@ export async function startFakeUpstream(): Promise<FakeUpstream> {
       requests.length = 0;
       plans = [];
     },
+    openConnections: () => new Promise<number>((resolve, reject) => server.getConnections((err, n) => (err ? reject(err) : resolve(n)))),
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();

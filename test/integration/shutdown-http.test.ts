@@ -61,6 +61,8 @@ describe('api shutdown with keep-alive clients (P6)', () => {
       await stopping;
       expect(exit).not.toHaveBeenCalled();
       api = null;
+      // Its keep-alive connection to the upstream is closed too, not left to the upstream's idle timeout (node's 5 s).
+      await waitUntil(async () => (await fake.openConnections()) === 0, 2000, 'the api to close its connection to the upstream');
     } finally {
       agent.destroy();
     }

@@ -11,7 +11,7 @@ import { chatCompletionBody, modelParams, observeBody } from './proxy.schema';
 import { ClientGone } from '../../proxy/client-gone';
 import { spliceInjectedMessage } from '../../proxy/raw-splice';
 import { IGNORE_SSE, relayBody, relaySse, SseDeltaCollector } from '../../proxy/stream-tee';
-import { isEventStream, passThroughHeaders, upstreamErrorCode, upstreamFailure, UpstreamClient, type UpstreamResponse } from '../../proxy/upstream';
+import { isEventStream, passThroughHeaders, upstreamErrorCode, upstreamFailure, type UpstreamResponse } from '../../proxy/upstream';
 
 /** A non-streaming reply larger than this is relayed but not parsed for extraction. */
 const MAX_PARSED_REPLY_BYTES = 8 * 1_048_576;
@@ -63,7 +63,7 @@ const CHAT_DOC: RouteDoc = {
 /** The OpenAI-compatible gateway routes (chat proxy, models, memory inject/observe), mounted at /v1 behind an API key. */
 export function proxyRoutes(ctx: ApiContext): Router {
   const router = Router();
-  const upstream = new UpstreamClient(ctx.env);
+  const upstream = ctx.upstream;
 
   router.post(
     '/chat/completions',
