@@ -278,9 +278,15 @@ export class MemoryRepository {
   }
 
   /** Bumps access counters by `counts[i]` (default 1 each; an id listed twice counts twice); not a content change, so no history row. */
-  recordAccess(ids: string[], nowIso: string, counts?: readonly number[]): number {
+  /** Adds the counts (1 each when absent); with `claim`, only when it returns true inside the same transaction (null otherwise). */
+  recordAccess(ids: string[], nowIso: string, counts?: readonly number[], claim?: () => boolean): number | null {
     const stmt = this.stmt('UPDATE memories SET access_count = access_count + ?, last_accessed_at = ? WHERE id = ?');
-    return this.db.transaction(() => ids.reduce((n, id, i) => n + stmt.run(counts?.[i] ?? 1, nowIso, id).changes, 0)).immediate();
+    return this.db
+      .transaction(() => {
+        if (claim && !claim()) return null;
+        return ids.reduce((n, id, i) => n + stmt.run(counts?.[i] ?? 1, nowIso, id).changes, 0);
+      })
+      .immediate();
   }
 
   /** Ids of rows past their expiry, oldest expiry first. */

@@ -43,6 +43,7 @@ function toQuarantined(r: QuarantinedRow): QuarantinedOutboxRow {
  */
 export class OutboxRepository {
   private insertTracked: Statement | undefined;
+  private markAppliedStmt: Statement | undefined;
   private addTrackedBatch: Transaction<(batch: ReadonlyArray<{ jobName: string; jobId: string; payload: unknown; now: string }>) => void> | undefined;
 
   constructor(private readonly db: Db) {}
@@ -130,6 +131,23 @@ export class OutboxRepository {
     return 'claimed';
   }
 
+  /**
+   * For a job that is not durable but whose effect must not repeat (record-access), called inside the
+   * transaction that writes that effect: leaves a done tombstone under its id and says whether this is the
+   * first run to commit. False: an earlier run committed (a re-delivery after a crash before the ack).
+   * A pending row of the same id (the job waited in the outbox) becomes that tombstone: the work is done, the
+   * relay must not add it again. A quarantined one stays as it is, for the operator (it holds no unique id).
+   * Tombstones are pruned (QueueLayer.pruneOutbox).
+   */
+  markApplied(jobName: string, jobId: string, now: string): boolean {
+    this.markAppliedStmt ??= this.db.prepare(
+      `INSERT INTO outbox (job_name, job_id, payload, created_at, done_at) VALUES (?, ?, '', ?, ?)
+       ON CONFLICT (job_name, job_id) WHERE job_id IS NOT NULL AND quarantined_at IS NULL
+       DO UPDATE SET done_at = excluded.done_at, payload = '' WHERE outbox.done_at IS NULL`,
+    );
+    return this.markAppliedStmt.run(jobName, jobId, now, now).changes === 1;
+  }
+
   /** A tracked job failed for good: its row is quarantined with why (visible beside failed jobs, never relayed). */
   quarantineJob(jobName: string, jobId: string, error: string, now: string): void {
     this.db
@@ -142,6 +160,11 @@ export class OutboxRepository {
     if (ids.length === 0) return;
     const stmt = this.db.prepare('UPDATE outbox SET queued_at = ? WHERE outbox_id = ?');
     this.db.transaction(() => ids.forEach((id) => stmt.run(now, id))).immediate();
+  }
+
+  /** Deletes the done tombstones of `jobName` older than `before`. */
+  pruneDone(jobName: string, before: string): number {
+    return this.db.prepare('DELETE FROM outbox WHERE job_name = ? AND done_at IS NOT NULL AND done_at < ?').run(jobName, before).changes;
   }
 
   /** Deletes done tombstones older than `doneBefore` and quarantined rows of `jobNames` older than `quarantinedBefore`. */

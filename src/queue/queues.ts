@@ -62,6 +62,14 @@ function prepareOutboxRow(r: OutboxRow): { queue: QueueName; job: { name: JobNam
 
 /** How long a done tombstone or a quarantined durable record is kept (as long as a failed extract-facts job in Redis). */
 const DURABLE_RETENTION_MS = 24 * 3600 * 1000;
+/**
+ * How long the tombstone of a job that claims itself once (claimOnce: record-access) is kept: its re-runs come within
+ * minutes (3 attempts a second or so apart, or a stall noticed within the lock's period), and Redis keeps the completed
+ * job an hour. A busy api sends a few of them a second: a day of tombstones would be most of the outbox.
+ */
+const APPLIED_ONCE_RETENTION_MS = 3600 * 1000;
+/** The jobs whose handlers call claimOnce. */
+const APPLIED_ONCE: readonly JobName[] = ['record-access'];
 
 /** How long the api waits for Redis to take a job before it goes to the outbox instead. */
 const API_ADD_TIMEOUT_MS = 750;
@@ -316,6 +324,15 @@ export class QueueLayer {
     return this.outbox.claim(name, jobId, nowIso());
   }
 
+  /**
+   * A job that is not durable but must not apply twice (record-access) calls this INSIDE the SQLite transaction
+   * that writes its effect: true → write it (a done tombstone now holds its id, in the same commit); false → an
+   * earlier run committed, write nothing (the worker died, or lost Redis, between the commit and the ack).
+   */
+  claimOnce(name: (typeof APPLIED_ONCE)[number], jobId: string): boolean {
+    return this.outbox.markApplied(name, jobId, nowIso());
+  }
+
   /** A durable job failed for good: its record is quarantined (GET /api/jobs shows it) and no longer relayed. */
   failDurable(name: JobName, jobId: string, error: string): void {
     this.outbox.quarantineJob(name, jobId, error, nowIso());
@@ -323,12 +340,16 @@ export class QueueLayer {
 
   /**
    * Bounds the outbox: done tombstones and quarantined durable records live as long as a failed
-   * extract-facts job stays in Redis (a day), then go.
+   * extract-facts job stays in Redis (a day), then go; claimOnce's tombstones an hour.
    */
   pruneOutbox(now = Date.now()): { done: number; quarantined: number } {
     const before = new Date(now - DURABLE_RETENTION_MS).toISOString();
+    const onceBefore = new Date(now - APPLIED_ONCE_RETENTION_MS).toISOString();
     const durableNames = (Object.keys(JOBS) as JobName[]).filter((n) => (JOBS[n] as JobSpec).durable === true);
-    return this.outbox.prune(durableNames, before, before);
+    let once = 0;
+    for (const n of APPLIED_ONCE) once += this.outbox.pruneDone(n, onceBefore);
+    const r = this.outbox.prune(durableNames, before, before);
+    return { done: r.done + once, quarantined: r.quarantined };
   }
 
   /** Durable records Redis took that no worker has finished yet. */
