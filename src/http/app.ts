@@ -62,7 +62,7 @@ const apiHeaders: express.RequestHandler = (_req, res, next) => {
 };
 
 /** Whether a request's url is under /v1 as express's router matches the '/v1' mount: any case, then '/', '?' or nothing. */
-export function underV1(url: string): boolean {
+function underV1(url: string): boolean {
   if (url[0] !== '/' || (url[1] !== 'v' && url[1] !== 'V') || url[2] !== '1') return false;
   const c = url[3];
   return c === undefined || c === '/' || c === '?';

@@ -277,8 +277,10 @@ export class MemoryRepository {
     return (this.stmt('SELECT count(*) AS n FROM memories').get() as { n: number }).n;
   }
 
-  /** Bumps access counters by `counts[i]` (default 1 each; an id listed twice counts twice); not a content change, so no history row. */
-  /** Adds the counts (1 each when absent); with `claim`, only when it returns true inside the same transaction (null otherwise). */
+  /**
+   * Bumps access counters by `counts[i]` (default 1 each; an id listed twice counts twice); not a content change, so no
+   * history row. With `claim`, only when it returns true inside the same transaction (null otherwise: nothing written).
+   */
   recordAccess(ids: string[], nowIso: string, counts?: readonly number[], claim?: () => boolean): number | null {
     const stmt = this.stmt('UPDATE memories SET access_count = access_count + ?, last_accessed_at = ? WHERE id = ?');
     return this.db
