@@ -16,7 +16,7 @@
  *          --phases (where a sequential chat's time goes inside each proxy: before the upstream call, the upstream, after it)
  *          --rounds=<n> (n sequential runs per mode, pooled, each one's p50 shown: the spread a change must beat)
  *          --coverage=<dir> (the functions the sequential chats run and their calls per chat, per proxy and mode: V8 precise
- *          coverage, which also slows them, so their latency figures are not comparable)
+ *          coverage, which slows them, and the load runs after them read lower too: a run for the counts only)
  *          --heap=<dir> (after each mode: the live memory after two full GCs and a .heapsnapshot per build)
  */
 import crypto from 'node:crypto';

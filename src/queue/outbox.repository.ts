@@ -205,9 +205,13 @@ export class OutboxRepository {
     this.db.transaction(() => rows.forEach((r) => stmt.run(r.outboxId, r.jobName, r.jobId))).immediate();
   }
 
+  /**
+   * Deletes rows the relay moved to Redis. One a worker already ran and marked done meanwhile (markApplied: the job
+   * was that quick) stays: it is now that job's tombstone.
+   */
   remove(ids: number[]): void {
     if (ids.length === 0) return;
-    const stmt = this.db.prepare('DELETE FROM outbox WHERE outbox_id = ?');
+    const stmt = this.db.prepare('DELETE FROM outbox WHERE outbox_id = ? AND done_at IS NULL');
     this.db.transaction(() => ids.forEach((id) => stmt.run(id))).immediate();
   }
 

@@ -1,4 +1,5 @@
 import crypto from 'node:crypto';
+import { OutboxRepository } from '../../src/queue/outbox.repository';
 import { registry } from '../../workers/registry';
 import type { Registry } from '../../workers/context';
 import { startWorker, type RunningWorker } from '../../workers/main';
@@ -65,7 +66,7 @@ describe('record-access counts once per job', () => {
     expect((await t.ctx.queues.flushOutbox()).moved).toBe(0);
   });
 
-  it('a job that waited in the outbox is marked done by its run (never relayed again); its tombstone goes after an hour', () => {
+  it('a job that waited in the outbox is marked done by its run (never relayed again, the relay\'s removal keeps it); its tombstone goes after an hour', () => {
     const a = memory('tea');
     const db = t.ctx.db.db;
     const jobId = `record-access-${crypto.randomUUID()}`;
@@ -77,6 +78,11 @@ describe('record-access counts once per job', () => {
     expect(t.ctx.queues.outboxCount()).toBe(0);
     expect(t.ctx.memory.recordAccess([a.id], new Date().toISOString(), undefined, claim)).toBeNull();
     expect(t.ctx.memory.get(a.id)).toMatchObject({ accessCount: 1 });
+    // The relay read the row, Redis took the job, the worker ran it before the relay removed the row it moved:
+    // that removal leaves the tombstone.
+    const { outbox_id: outboxId } = db.prepare('SELECT outbox_id FROM outbox WHERE job_id = ?').get(jobId) as { outbox_id: number };
+    new OutboxRepository(db).remove([outboxId]);
+    expect(t.ctx.memory.recordAccess([a.id], new Date().toISOString(), undefined, claim)).toBeNull();
 
     const tombstones = () => (db.prepare("SELECT COUNT(*) AS n FROM outbox WHERE job_name = 'record-access' AND done_at IS NOT NULL").get() as { n: number }).n;
     expect(tombstones()).toBe(1);
