@@ -518,10 +518,10 @@ export class MemoryService {
     return changes.length;
   }
 
-  /** Bumps access counters of injected memories (the record-access job; bookkeeping, no history row). */
-  recordAccess(ids: string[], nowIso: string, counts?: readonly number[]): number;
-  /** With `claim` (the record-access job's claimOnce): null, and nothing written, when it says an earlier run already did. */
-  recordAccess(ids: string[], nowIso: string, counts: readonly number[] | undefined, claim: () => boolean): number | null;
+  /**
+   * Bumps access counters of injected memories (the record-access job; bookkeeping, no history row). With `claim` (the
+   * job's claimOnce): null, and nothing written, when it says an earlier run already did.
+   */
   recordAccess(ids: string[], nowIso: string, counts?: readonly number[], claim?: () => boolean): number | null {
     const n = this.repo.recordAccess(ids, nowIso, counts, claim);
     if (n === null) return null;

@@ -10,6 +10,7 @@ import { silentLog, testEnv } from '../helpers/env';
 import { startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream';
 import { TestRedis } from '../helpers/redis-server';
 import { waitUntil } from '../helpers/wait';
+import { crashingAfterFirstCommit } from '../helpers/crash-after-commit';
 
 /**
  * Issue 15 §3: an extraction acknowledged by a chat's 200 survives a Redis that restarts EMPTY while its
@@ -98,16 +99,8 @@ describe('durable extract-facts records', () => {
 
   it('a job re-delivered after its facts committed (crash before the ack, or a re-add) writes nothing', async () => {
     const runs: Record<string, unknown[]> = {};
-    const handlers: Registry = {
-      ...registry,
-      // Commits the facts, then dies before BullMQ records the completion: the job runs again.
-      'extract-facts': async (data, jc) => {
-        const out = await registry['extract-facts'](data, jc);
-        (runs[jc.job.id!] ??= []).push(out);
-        if (runs[jc.job.id!].length === 1) throw new Error('crash between the facts commit and the ack');
-        return out;
-      },
-    };
+    // Commits the facts, then dies before BullMQ records the completion: the job runs again.
+    const handlers = crashingAfterFirstCommit('extract-facts', runs);
     workers.push(await startWorker(t.env, silentLog(), { handlers }));
     const n = 4;
     for (let i = 0; i < n; i++) expect(await chat(`I prefer lang${i} for job${i}.`)).toBe(200);

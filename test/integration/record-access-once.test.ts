@@ -1,13 +1,12 @@
 import crypto from 'node:crypto';
 import { OutboxRepository } from '../../src/queue/outbox.repository';
-import { registry } from '../../workers/registry';
-import type { Registry } from '../../workers/context';
 import { startWorker, type RunningWorker } from '../../workers/main';
 import { memoryInput } from '../factories';
 import { buildTestApi, type TestApi } from '../helpers/api';
 import { silentLog, testEnv } from '../helpers/env';
 import { TestRedis } from '../helpers/redis-server';
 import { waitUntil } from '../helpers/wait';
+import { crashingAfterFirstCommit } from '../helpers/crash-after-commit';
 
 /**
  * A record-access job adds its counts once: the counts and the job's done tombstone commit together, so a run that
@@ -36,16 +35,8 @@ describe('record-access counts once per job', () => {
     const a = memory('tea');
     const b = memory('coffee');
     const runs: Record<string, unknown[]> = {};
-    const handlers: Registry = {
-      ...registry,
-      // Commits the counts, then dies before BullMQ records the completion: the job runs again (attempts: 3).
-      'record-access': async (data, jc) => {
-        const out = await registry['record-access'](data, jc);
-        (runs[jc.job.id!] ??= []).push(out);
-        if (runs[jc.job.id!].length === 1) throw new Error('crash between the commit and the ack');
-        return out;
-      },
-    };
+    // Commits the counts, then dies before BullMQ records the completion: the job runs again (attempts: 3).
+    const handlers = crashingAfterFirstCommit('record-access', runs);
     workers.push(await startWorker(t.env, silentLog(), { handlers }));
 
     const { jobId } = await t.ctx.queues.enqueue('record-access', { memoryIds: [a.id, b.id], counts: [3, 1] });
