@@ -5,6 +5,9 @@
  *   node proxy-child.js api <dist root>    the real api (`startApi` of the build under <dist root>) with its env
  *   node proxy-child.js bare <upstream port> the floor: node:http in, an undici Pool out, the bytes passed through
  *                                            both ways (no parse, no auth, no log, no metrics): what any Node proxy pays
+ *   node proxy-child.js lean <upstream port> <dist root>   the memory-off floor: what a memory-off chat must do (key
+ *                                            lookup, body parse and schema, headers, access log, latency metric), on
+ *                                            node:http with that build's pieces; the api's env (DATA_DIR: its database)
  * It talks to the parent over IPC: {type:'ready', port} once listening; answers {cmd:'stats'} with its
  * CPU time, GC pauses and RSS (peak since the last {cmd:'stats', reset:true}; with detail:true also process.memoryUsage()), {cmd:'memory', enabled} by switching
  * memory on or off, {cmd:'profile', action:'start'|'stop', file} with a V8 CPU profile of the span between,
@@ -15,6 +18,7 @@
  * {cmd:'heap', file?} with the memory after two full collections (and a heap snapshot written to file),
  * {cmd:'phases', action:'start'|'stop'} with each request's phases between (PhaseTimer; one request at a time).
  */
+import crypto from 'node:crypto';
 import diagnostics from 'node:diagnostics_channel';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -24,6 +28,8 @@ import path from 'node:path';
 import { constants as perfConstants, performance, PerformanceObserver } from 'node:perf_hooks';
 import v8 from 'node:v8';
 import vm from 'node:vm';
+import Database from 'better-sqlite3';
+import { Histogram, Registry } from 'prom-client';
 import { Pool } from 'undici';
 
 interface Msg {
@@ -159,6 +165,109 @@ async function runBare(upstreamPort: number): Promise<void> {
   server.keepAliveTimeout = 65_000;
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   serveCommands((server.address() as AddressInfo).port, () => undefined);
+}
+
+/**
+ * A second floor, for memory off: the work Engram must do for a memory-off chat, written straight on node:http with the
+ * build's own libraries and pieces, and nothing else: a request id, the bearer key hashed (the build's hashSecret) and
+ * looked up in the build's database (`PRAGMA data_version` once per event-loop turn, the key table re-read when it
+ * changed), the declared length checked, the body read, JSON.parse and the build's chat schema (zod), the memory
+ * setting read, an undici Pool to the upstream with the raw bytes, the answer with the api's headers (x-request-id, the
+ * four /v1 security headers, the four x-memory-*), then the access log line through the api's own logger and the
+ * latency histogram (prom-client). Left out: the auth brake, express, the depth and duplicate-key scan, streaming,
+ * the client-gone and timeout handling, error shapes. What it reads above the bare proxy is what those features cost
+ * at least; what the build reads above it is the cost of how the build does them.
+ */
+async function runLean(upstreamPort: number, root: string): Promise<void> {
+  /* eslint-disable @typescript-eslint/no-require-imports */
+  const { loadEnv } = require(path.join(root, 'src/config/env.js')) as { loadEnv(): { DATA_DIR: string } };
+  type Log = { info(o: object, msg: string): void; child(b: object, o: object): Log };
+  const { apiProcessLogger } = require(path.join(root, 'src/api.js')) as { apiProcessLogger(env: unknown): Log };
+  const { hashSecret } = require(path.join(root, 'src/auth/api-keys.service.js')) as { hashSecret(s: string): string };
+  const { chatCompletionBody } = require(path.join(root, 'src/http/routes/proxy.schema.js')) as { chatCompletionBody: { safeParse(v: unknown): { success: boolean } } };
+  /* eslint-enable @typescript-eslint/no-require-imports */
+  const env = loadEnv();
+  // The api's logger, less its redaction, as the api's access log line is written (src/http/app.ts accessLogger).
+  const log = apiProcessLogger(env).child({}, { redact: [] });
+  const db = new Database(path.join(env.DATA_DIR, 'engram.db'), { readonly: true });
+  const version = db.prepare('PRAGMA data_version').pluck();
+  const readKeys = db.prepare('SELECT secret_hash AS hash, id FROM api_keys WHERE revoked_at IS NULL');
+  let keys = new Map<string, string>();
+  let seenVersion = -1;
+  let turnRead = false;
+  const endTurn = () => (turnRead = false);
+  const keyFor = (secret: string): string | undefined => {
+    if (!turnRead) {
+      turnRead = true;
+      setImmediate(endTurn);
+      const v = version.get() as number;
+      if (v !== seenVersion) {
+        seenVersion = v;
+        keys = new Map((readKeys.all() as Array<{ hash: string; id: string }>).map((k) => [k.hash, k.id]));
+      }
+    }
+    return keys.get(hashSecret(secret));
+  };
+  const latency = new Histogram({ name: 'lean_http_request_duration_seconds', help: 'latency', labelNames: ['method', 'route', 'status'], buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10], registers: [new Registry()] });
+  const memory = { enabled: false, maxTokens: 2000 };
+  const pool = new Pool(`http://127.0.0.1:${upstreamPort}`);
+  const fail = (res: http.ServerResponse, status: number, message: string) => {
+    res.writeHead(status, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ error: { message } }));
+  };
+  const server = http.createServer((req, res) => {
+    const started = process.hrtime.bigint();
+    const id = crypto.randomUUID();
+    req.on('error', () => undefined);
+    res.on('error', () => undefined);
+    res.on('close', () => {
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      latency.observe({ method: req.method, route: '/v1/chat/completions', status: String(res.statusCode) }, seconds);
+      log.info({ req: { id, method: req.method, path: req.url }, res: { statusCode: res.statusCode }, responseTime: Math.round(seconds * 1000) }, 'request completed');
+    });
+    if (req.method !== 'POST' || req.url !== '/v1/chat/completions') return fail(res, 404, 'not found');
+    const auth = req.headers.authorization;
+    const key = auth?.startsWith('Bearer ') ? keyFor(auth.slice(7)) : undefined;
+    if (!key) return fail(res, 401, 'invalid api key');
+    const length = Number(req.headers['content-length']);
+    if (!(length > 0) || length > 20 * 1024 * 1024 || req.headers['content-type'] !== 'application/json') return fail(res, 400, 'not a JSON body');
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+      let body: unknown;
+      try {
+        body = JSON.parse(bytes.toString('utf8'));
+      } catch {
+        return fail(res, 400, 'invalid JSON');
+      }
+      if (!chatCompletionBody.safeParse(body).success) return fail(res, 400, 'invalid body');
+      const status = memory.enabled && memory.maxTokens > 0 ? 'empty' : 'disabled';
+      pool
+        .request({ path: '/v1/chat/completions', method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer bench-upstream-key' }, body: bytes })
+        .then(async (up) => {
+          const out = Buffer.from(await up.body.arrayBuffer());
+          res.writeHead(up.statusCode, {
+            'content-type': String(up.headers['content-type'] ?? 'application/json'),
+            'content-length': String(out.length),
+            'x-request-id': id,
+            'x-content-type-options': 'nosniff',
+            'x-frame-options': 'DENY',
+            'content-security-policy': "frame-ancestors 'none'",
+            'cache-control': 'no-store',
+            'x-memory-injected': '0',
+            'x-memory-tokens': '0',
+            'x-memory-strategy': 'none',
+            'x-memory-status': status,
+          });
+          res.end(out);
+        })
+        .catch(() => fail(res, 502, 'upstream failed'));
+    });
+  });
+  server.keepAliveTimeout = 65_000;
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  serveCommands((server.address() as AddressInfo).port, (enabled) => (memory.enabled = enabled));
 }
 
 /** The moments of one proxied request, in ms (performance.now), from Node's and undici's diagnostics channels. */
@@ -310,8 +419,15 @@ function serveCommands(port: number, setMemory: (enabled: boolean) => void): voi
   send({ type: 'ready', port });
 }
 
-const [role, arg] = process.argv.slice(2);
-const started = role === 'upstream' ? runUpstream(Number(arg ?? 20)) : role === 'bare' ? runBare(Number(arg)) : runApi(path.resolve(arg ?? path.join(__dirname, '..')));
+const [role, arg, arg2] = process.argv.slice(2);
+const started =
+  role === 'upstream'
+    ? runUpstream(Number(arg ?? 20))
+    : role === 'bare'
+      ? runBare(Number(arg))
+      : role === 'lean'
+        ? runLean(Number(arg), path.resolve(arg2 ?? path.join(__dirname, '..')))
+        : runApi(path.resolve(arg ?? path.join(__dirname, '..')));
 started.catch((err: unknown) => {
   console.error(err);
   process.exit(1);
