@@ -44,6 +44,7 @@ function toQuarantined(r: QuarantinedRow): QuarantinedOutboxRow {
 export class OutboxRepository {
   private insertTracked: Statement | undefined;
   private markAppliedStmt: Statement | undefined;
+  private dropQuarantinedStmt: Statement | undefined;
   private addTrackedBatch: Transaction<(batch: ReadonlyArray<{ jobName: string; jobId: string; payload: unknown; now: string }>) => void> | undefined;
 
   constructor(private readonly db: Db) {}
@@ -119,16 +120,30 @@ export class OutboxRepository {
   /**
    * The worker's claim, called inside the transaction that writes the job's effects: 'claimed' (the
    * row is now a done tombstone without payload), 'done' (an earlier run committed: do nothing) or
-   * 'untracked' (no live row: a job added before rows were written, or by hand — run it).
+   * 'untracked' (no row: a job added before rows were written, or by hand — run it).
+   * A job whose row was quarantined (it failed for good) runs again only when an operator retries it: its
+   * quarantined row goes, and a tombstone takes its place, so GET /api/jobs no longer lists as lost a job that
+   * has now done its work, and a re-delivery of the retried job writes nothing.
    */
   claim(jobName: string, jobId: string, now: string): 'claimed' | 'done' | 'untracked' {
     const row = this.db
       .prepare('SELECT outbox_id, done_at FROM outbox WHERE job_name = ? AND job_id = ? AND quarantined_at IS NULL')
       .get(jobName, jobId) as { outbox_id: number; done_at: string | null } | undefined;
-    if (!row) return 'untracked';
-    if (row.done_at !== null) return 'done';
-    this.db.prepare("UPDATE outbox SET done_at = ?, payload = '' WHERE outbox_id = ?").run(now, row.outbox_id);
+    if (row?.done_at != null) return 'done';
+    const wasQuarantined = this.dropQuarantined(jobName, jobId) > 0;
+    if (row) {
+      this.db.prepare("UPDATE outbox SET done_at = ?, payload = '' WHERE outbox_id = ?").run(now, row.outbox_id);
+      return 'claimed';
+    }
+    if (!wasQuarantined) return 'untracked';
+    this.markApplied(jobName, jobId, now);
     return 'claimed';
+  }
+
+  /** Deletes the quarantined rows of a job that is now doing its work (claim, markApplied); how many there were. */
+  private dropQuarantined(jobName: string, jobId: string): number {
+    this.dropQuarantinedStmt ??= this.db.prepare('DELETE FROM outbox WHERE job_name = ? AND job_id = ? AND quarantined_at IS NOT NULL');
+    return this.dropQuarantinedStmt.run(jobName, jobId).changes;
   }
 
   /**
@@ -136,7 +151,7 @@ export class OutboxRepository {
    * transaction that writes that effect: leaves a done tombstone under its id and says whether this is the
    * first run to commit. False: an earlier run committed (a re-delivery after a crash before the ack).
    * A pending row of the same id (the job waited in the outbox) becomes that tombstone: the work is done, the
-   * relay must not add it again. A quarantined one stays as it is, for the operator (it holds no unique id).
+   * relay must not add it again. A quarantined one goes (the job did its work after all: claim says why).
    * Tombstones are pruned (QueueLayer.pruneOutbox).
    */
   markApplied(jobName: string, jobId: string, now: string): boolean {
@@ -145,7 +160,9 @@ export class OutboxRepository {
        ON CONFLICT (job_name, job_id) WHERE job_id IS NOT NULL AND quarantined_at IS NULL
        DO UPDATE SET done_at = excluded.done_at, payload = '' WHERE outbox.done_at IS NULL`,
     );
-    return this.markAppliedStmt.run(jobName, jobId, now, now).changes === 1;
+    const first = this.markAppliedStmt.run(jobName, jobId, now, now).changes === 1;
+    if (first) this.dropQuarantined(jobName, jobId);
+    return first;
   }
 
   /** A tracked job failed for good: its row is quarantined with why (visible beside failed jobs, never relayed). */

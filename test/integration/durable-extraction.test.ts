@@ -131,6 +131,47 @@ describe('durable extract-facts records', () => {
     expect((await t.ctx.queues.flushOutbox()).moved).toBe(0);
   });
 
+  it('a quarantined job an operator retries does its work once: its quarantine goes, and a re-delivery writes nothing', async () => {
+    let broken = true;
+    const runs: unknown[] = [];
+    const real = registry['extract-facts'];
+    const handlers: Registry = {
+      ...registry,
+      'extract-facts': async (data, jc) => {
+        if (broken) throw new UnrecoverableError('extraction broke');
+        const out = await real(data, jc);
+        runs.push(out);
+        return out;
+      },
+    };
+    workers.push(await startWorker(t.env, silentLog(), { handlers }));
+    expect(await chat('I prefer emacs for editing.')).toBe(200);
+    await waitUntil(() => t.ctx.queues.outboxQuarantinedCount() === 1, 15_000, 'record quarantined');
+    const [q] = t.ctx.queues.outboxQuarantined();
+    const extraction = t.ctx.queues.queue('extraction');
+    const failed = await extraction.getJob(q.jobId!);
+    expect(await failed!.getState()).toBe('failed');
+
+    // The operator fixes the cause and retries the failed job (bull-board's retry).
+    broken = false;
+    await failed!.retry('failed');
+    await waitUntil(() => runs.length === 1, 15_000, 'retried job ran');
+    expect(runs[0]).toMatchObject({ facts: 1, changed: 1 });
+    expect(rows()).toEqual([{ content: 'prefers emacs for editing', reassert_count: 0 }]);
+    // Before: the row stayed quarantined for a day (GET /api/jobs listed a job that had done its work) and the
+    // claim answered 'untracked', leaving no tombstone.
+    expect(t.ctx.queues.outboxQuarantinedCount()).toBe(0);
+    expect(t.ctx.queues.outboxTrackedCount()).toBe(0);
+
+    // The same job delivered again (a crash before the ack, a re-add): the tombstone makes it a no-op.
+    await waitUntil(async () => (await extraction.getJob(q.jobId!)) === undefined, 10_000, 'completed job removed');
+    await extraction.add('extract-facts', { apiKeyId: key.id, sessionId: null, userText: 'I prefer emacs for editing.', requestId: q.jobId!.replace(/^extract-/, '') }, { jobId: q.jobId! });
+    await waitUntil(() => runs.length === 2, 10_000, 're-added job ran');
+    expect(runs[1]).toEqual({ facts: 0, changed: 0, skipped: 'already_done' });
+    expect(rows()).toEqual([{ content: 'prefers emacs for editing', reassert_count: 0 }]);
+    expect(events()).toBe(1);
+  });
+
   it('a job that fails for good leaves its record quarantined (visible, not relayed), pruned after a day', async () => {
     const handlers: Registry = {
       ...registry,

@@ -82,4 +82,21 @@ describe('record-access counts once per job', () => {
     expect(t.ctx.queues.pruneOutbox(Date.now() + 61 * 60_000).done).toBe(1);
     expect(tombstones()).toBe(0);
   });
+
+  it('a job whose outbox row was quarantined clears that quarantine when it runs, once', () => {
+    const a = memory('coffee');
+    const db = t.ctx.db.db;
+    const jobId = `record-access-${crypto.randomUUID()}`;
+    // The relay gave up on the row (set aside with why), and the same job ran after all (added again by hand).
+    const outbox = new OutboxRepository(db);
+    const outboxId = outbox.add('record-access', jobId, { memoryIds: [a.id] }, new Date().toISOString());
+    outbox.quarantine([{ outboxId, error: 'Redis refused it' }], new Date().toISOString());
+    expect(t.ctx.queues.outboxQuarantinedCount()).toBe(1);
+    const claim = () => t.ctx.queues.claimOnce('record-access', jobId);
+    expect(t.ctx.memory.recordAccess([a.id], new Date().toISOString(), undefined, claim)).toBe(1);
+    // Before: the quarantined row stayed listed beside the new tombstone, as if the counts were lost.
+    expect(t.ctx.queues.outboxQuarantinedCount()).toBe(0);
+    expect(t.ctx.memory.recordAccess([a.id], new Date().toISOString(), undefined, claim)).toBeNull();
+    expect(t.ctx.memory.get(a.id)).toMatchObject({ accessCount: 1 });
+  });
 });
