@@ -10,14 +10,13 @@
  * A variant is label=dist root[:NODE_OPTIONS][|NAME=value…]; each api gets its build's `engram up` env (MALLOC_ARENA_MAX)
  * with the variant's NAME=value pairs over it.
  */
-import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
 import { freePort, TestRedis } from '../test/helpers/redis-server';
 import { benchStaticModel } from './build-wink-model';
-import { BenchChild, buildDatabase, chatBody, launchEnv, spawnChild } from './proxy-targets.bench';
+import { BenchChild, benchApiEnv, buildDatabase, chatBody, launchEnv, spawnChild } from './proxy-targets.bench';
 import { Corpus } from './retrieval.bench';
 
 interface Variant {
@@ -73,19 +72,8 @@ export async function runApiRssBench(args: string[] = process.argv.slice(2)): Pr
         fs.cpSync(seedDir, dataDir, { recursive: true });
         const port = await freePort();
         const env = launchEnv(v.root, {
-          PATH: process.env.PATH,
+          ...benchApiEnv({ dataDir, port, redisUrl: redis.url, upstreamPort: upPort, modelFolder: model.folder, queuePrefix: 'bench-rss' }),
           ...(v.nodeOptions ? { NODE_OPTIONS: v.nodeOptions } : {}),
-          NODE_ENV: 'production',
-          HOST: '127.0.0.1',
-          PORT: String(port),
-          DATA_DIR: dataDir,
-          REDIS_URL: redis.url,
-          QUEUE_PREFIX: `bench-rss-${crypto.randomBytes(4).toString('hex')}`,
-          MANAGEMENT_TOKEN: crypto.randomBytes(24).toString('hex'),
-          UPSTREAM_BASE_URL: `http://127.0.0.1:${upPort}/v1`,
-          UPSTREAM_API_KEY: 'bench-upstream-key',
-          MEMORY_STATIC_MODEL: model.folder,
-          LOG_LEVEL: 'info',
           ...v.env,
         });
         const api = spawnChild(v.label, ['api', v.root], env);

@@ -158,6 +158,28 @@ export function launchEnv(root: string, env: NodeJS.ProcessEnv): NodeJS.ProcessE
   return mod.childMemoryEnv ? mod.childMemoryEnv(env) : env;
 }
 
+/**
+ * What `engram api` gets from its env in these benches (proxy-targets, api-rss; the lean floor reads the same: its
+ * logger, its database): production, a database of its own, the bench's Redis and fake upstream, the static model,
+ * and production's default log level (the access line is part of the cost; the child's stdout is /dev/null).
+ */
+export function benchApiEnv(o: { dataDir: string; port: number; redisUrl: string; upstreamPort: number; modelFolder: string; queuePrefix: string }): NodeJS.ProcessEnv {
+  return {
+    PATH: process.env.PATH,
+    NODE_ENV: 'production',
+    HOST: '127.0.0.1',
+    PORT: String(o.port),
+    DATA_DIR: o.dataDir,
+    REDIS_URL: o.redisUrl,
+    QUEUE_PREFIX: `${o.queuePrefix}-${crypto.randomBytes(4).toString('hex')}`,
+    MANAGEMENT_TOKEN: crypto.randomBytes(24).toString('hex'),
+    UPSTREAM_BASE_URL: `http://127.0.0.1:${o.upstreamPort}/v1`,
+    UPSTREAM_API_KEY: 'bench-upstream-key',
+    MEMORY_STATIC_MODEL: o.modelFolder,
+    LOG_LEVEL: 'info',
+  };
+}
+
 /** Builds the database once: one key with `n` memories and their static-model vectors, memory settings as in the issue's runs. */
 export async function buildDatabase(dir: string, redisUrl: string, modelFolder: string, n: number, corpus: Corpus): Promise<{ secret: string; seconds: number }> {
   const t0 = performance.now();
@@ -551,37 +573,22 @@ export async function measureProxyTargets(args: string[] = process.argv.slice(2)
     const bare = spawnChild(FLOOR, ['bare', String(upPort)], launchEnv(path.resolve(__dirname, '..'), { PATH: process.env.PATH, NODE_ENV: 'production' }));
     children.push(bare);
     targets.push({ label: FLOOR, url: `http://127.0.0.1:${await bare.ready}/v1/chat/completions`, auth: 'Bearer bench-upstream-key', api: bare, floor: true });
-    // What `engram api` gets from its env in this bench (the lean floor reads the same: its logger, its database).
-    const apiEnv = (dataDir: string, port: number): NodeJS.ProcessEnv => ({
-      PATH: process.env.PATH,
-      NODE_ENV: 'production',
-      HOST: '127.0.0.1',
-      PORT: String(port),
-      DATA_DIR: dataDir,
-      REDIS_URL: redisUrl,
-      QUEUE_PREFIX: `bench-pt-${crypto.randomBytes(4).toString('hex')}`,
-      MANAGEMENT_TOKEN: crypto.randomBytes(24).toString('hex'),
-      UPSTREAM_BASE_URL: `http://127.0.0.1:${upPort}/v1`,
-      UPSTREAM_API_KEY: 'bench-upstream-key',
-      MEMORY_STATIC_MODEL: model.folder,
-      // Production's default level: the request log line is part of the cost (written to /dev/null).
-      LOG_LEVEL: 'info',
-    });
-    const copyOfSeed = (label: string) => {
+    // Each api (and the lean floor) on its own copy of the seeded database.
+    const envOn = (label: string, port: number) => {
       const dataDir = path.join(tmp, label.replace(/\W+/g, '-'));
       fs.cpSync(seedDir, dataDir, { recursive: true });
-      return dataDir;
+      return benchApiEnv({ dataDir, port, redisUrl, upstreamPort: upPort, modelFolder: model.folder, queuePrefix: 'bench-pt' });
     };
     if (o.lean) {
       const thisRoot = path.resolve(__dirname, '..');
-      const lean = spawnChild(LEAN, ['lean', String(upPort), thisRoot], launchEnv(thisRoot, apiEnv(copyOfSeed(LEAN), 0)));
+      const lean = spawnChild(LEAN, ['lean', String(upPort), thisRoot], launchEnv(thisRoot, envOn(LEAN, 0)));
       children.push(lean);
       targets.push({ label: LEAN, url: `http://127.0.0.1:${await lean.ready}/v1/chat/completions`, auth: `Bearer ${seeded.secret}`, api: lean, floor: true, memoryOffOnly: true });
     }
     for (const b of builds) {
       const port = await freePort();
       const api = spawnChild(b.label, ['api', b.root], launchEnv(b.root, {
-        ...apiEnv(copyOfSeed(b.label), port),
+        ...envOn(b.label, port),
         // V8 flags for this build's api only (e.g. --node-options=--max-semi-space-size=8), to weigh them against --before.
         ...(o.nodeOptions && b.label === 'this build' ? { NODE_OPTIONS: o.nodeOptions } : {}),
         ...(b.label === 'this build' ? o.env : {}),

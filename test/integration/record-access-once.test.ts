@@ -30,6 +30,8 @@ describe('record-access counts once per job', () => {
   });
 
   const memory = (key: string) => t.ctx.memory.create(memoryInput({ apiKeyId: 'k-once', key, content: `likes ${key}` }), { source: 'api' }).memory;
+  /** What the record-access handler does for job `jobId`: one access of memory `id`, claimed once. */
+  const accessAs = (jobId: string, id: string) => t.ctx.memory.recordAccess([id], new Date().toISOString(), undefined, () => t.ctx.queues.claimOnce('record-access', jobId));
 
   it('a job re-run after its counts committed (a crash before the ack) adds nothing; another job with the same ids does', async () => {
     const a = memory('tea');
@@ -64,16 +66,15 @@ describe('record-access counts once per job', () => {
     // As the outbox holds a job Redis did not take.
     db.prepare('INSERT INTO outbox (job_name, job_id, payload, created_at) VALUES (?, ?, ?, ?)').run('record-access', jobId, JSON.stringify({ memoryIds: [a.id] }), new Date().toISOString());
     expect(t.ctx.queues.outboxCount()).toBe(1);
-    const claim = () => t.ctx.queues.claimOnce('record-access', jobId);
-    expect(t.ctx.memory.recordAccess([a.id], new Date().toISOString(), undefined, claim)).toBe(1);
+    expect(accessAs(jobId, a.id)).toBe(1);
     expect(t.ctx.queues.outboxCount()).toBe(0);
-    expect(t.ctx.memory.recordAccess([a.id], new Date().toISOString(), undefined, claim)).toBeNull();
+    expect(accessAs(jobId, a.id)).toBeNull();
     expect(t.ctx.memory.get(a.id)).toMatchObject({ accessCount: 1 });
     // The relay read the row, Redis took the job, the worker ran it before the relay removed the row it moved:
     // that removal leaves the tombstone.
     const { outbox_id: outboxId } = db.prepare('SELECT outbox_id FROM outbox WHERE job_id = ?').get(jobId) as { outbox_id: number };
     new OutboxRepository(db).remove([outboxId]);
-    expect(t.ctx.memory.recordAccess([a.id], new Date().toISOString(), undefined, claim)).toBeNull();
+    expect(accessAs(jobId, a.id)).toBeNull();
 
     const tombstones = () => (db.prepare("SELECT COUNT(*) AS n FROM outbox WHERE job_name = 'record-access' AND done_at IS NOT NULL").get() as { n: number }).n;
     expect(tombstones()).toBe(1);
@@ -92,11 +93,10 @@ describe('record-access counts once per job', () => {
     const outboxId = outbox.add('record-access', jobId, { memoryIds: [a.id] }, new Date().toISOString());
     outbox.quarantine([{ outboxId, error: 'Redis refused it' }], new Date().toISOString());
     expect(t.ctx.queues.outboxQuarantinedCount()).toBe(1);
-    const claim = () => t.ctx.queues.claimOnce('record-access', jobId);
-    expect(t.ctx.memory.recordAccess([a.id], new Date().toISOString(), undefined, claim)).toBe(1);
+    expect(accessAs(jobId, a.id)).toBe(1);
     // Before: the quarantined row stayed listed beside the new tombstone, as if the counts were lost.
     expect(t.ctx.queues.outboxQuarantinedCount()).toBe(0);
-    expect(t.ctx.memory.recordAccess([a.id], new Date().toISOString(), undefined, claim)).toBeNull();
+    expect(accessAs(jobId, a.id)).toBeNull();
     expect(t.ctx.memory.get(a.id)).toMatchObject({ accessCount: 1 });
   });
 });
