@@ -21,6 +21,47 @@ function turn(bytes: number): string {
   return words.slice(0, bytes);
 }
 
+/** Jobs per measured round of the per-turn table. */
+const PER_TURN_JOBS = 2000;
+
+/**
+ * The api's CPU per extract-facts enqueue when `perTurn` chats finish in one turn of the event loop (their records share
+ * one commit, QueueLayer.recordTracked), beside the Redis add alone done two ways: one add per job, and the turn's adds as
+ * one pipeline (Queue.addBulk). Issue 14, twentieth pass: whether pipelining the adds of a turn pays (bench/README.md).
+ */
+async function perTurnTable(queues: QueueLayer): Promise<Record<string, string | number>[]> {
+  const text = turn(500);
+  const data = () => parsePayload('extract-facts', { apiKeyId: 'k1', sessionId: null, userText: text, requestId: crypto.randomUUID() });
+  const q = queues.queue('extraction');
+  const cpuPerJob = async (perTurn: number, once: () => Promise<unknown>): Promise<number> => {
+    const turns = Math.ceil(PER_TURN_JOBS / perTurn);
+    const c0 = process.cpuUsage();
+    for (let t = 0; t < turns; t++) await once();
+    const c = process.cpuUsage(c0);
+    await q.obliterate({ force: true });
+    return (c.user + c.system) / (turns * perTurn);
+  };
+  const rows: Record<string, string | number>[] = [];
+  for (const perTurn of [1, 2, 4, 8]) {
+    const enqueue: number[] = [];
+    const adds: number[] = [];
+    const bulk: number[] = [];
+    for (let r = 0; r < 3; r++) {
+      enqueue.push(await cpuPerJob(perTurn, () => Promise.all(Array.from({ length: perTurn }, () => queues.enqueue('extract-facts', data())))));
+      adds.push(await cpuPerJob(perTurn, () => Promise.all(Array.from({ length: perTurn }, () => { const d = data(); return q.add('extract-facts', d, { jobId: `extract-${d.requestId}` }); }))));
+      bulk.push(await cpuPerJob(perTurn, () => q.addBulk(Array.from({ length: perTurn }, () => { const d = data(); return { name: 'extract-facts', data: d, opts: { jobId: `extract-${d.requestId}` } }; }))));
+    }
+    rows.push({
+      'chats per turn': perTurn,
+      'enqueue as the api runs it (CPU µs/job)': Number(median(enqueue).toFixed(1)),
+      'Redis add alone, one add per job': Number(median(adds).toFixed(1)),
+      'Redis add alone, one pipeline per turn (addBulk)': Number(median(bulk).toFixed(1)),
+    });
+  }
+  console.log(`\napi process CPU (process.cpuUsage) per job, median of 3 rounds × ${PER_TURN_JOBS} jobs, the jobs of a turn awaited together:`);
+  return rows;
+}
+
 const usPer = (ms: number, n: number) => Number(((ms * 1000) / n).toFixed(1));
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
@@ -84,6 +125,7 @@ export async function runDurableExtractBench(): Promise<void> {
     }
     console.log(`median of ${ROUNDS} rounds × ${PER_ROUND} chats each; SQLite WAL, synchronous=NORMAL; own redis-server`);
     console.table(table);
+    console.table(await perTurnTable(queues));
   } finally {
     await queues.close();
     handle.close();
