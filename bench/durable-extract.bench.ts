@@ -7,7 +7,7 @@
 import crypto from 'node:crypto';
 import { openDatabase } from '../src/db/connection';
 import { migrate } from '../src/db/migrate';
-import { JOBS, parsePayload, type JobSpec } from '../src/queue/jobs';
+import { JOBS, jobOptions, parsePayload, type JobSpec } from '../src/queue/jobs';
 import { OutboxRepository } from '../src/queue/outbox.repository';
 import { QueueLayer } from '../src/queue/queues';
 import { silentLog, tempDir, testEnv } from '../test/helpers/env';
@@ -33,6 +33,8 @@ async function perTurnTable(queues: QueueLayer): Promise<Record<string, string |
   const text = turn(500);
   const data = () => parsePayload('extract-facts', { apiKeyId: 'k1', sessionId: null, userText: text, requestId: crypto.randomUUID() });
   const q = queues.queue('extraction');
+  // The options the api's add sends (attempts, backoff, retention, the deterministic id).
+  const opts = (d: ReturnType<typeof data>) => jobOptions('extract-facts', d, `extract-facts-${d.requestId}`);
   const cpuPerJob = async (perTurn: number, once: () => Promise<unknown>): Promise<number> => {
     const turns = Math.ceil(PER_TURN_JOBS / perTurn);
     const c0 = process.cpuUsage();
@@ -48,8 +50,8 @@ async function perTurnTable(queues: QueueLayer): Promise<Record<string, string |
     const bulk: number[] = [];
     for (let r = 0; r < 3; r++) {
       enqueue.push(await cpuPerJob(perTurn, () => Promise.all(Array.from({ length: perTurn }, () => queues.enqueue('extract-facts', data())))));
-      adds.push(await cpuPerJob(perTurn, () => Promise.all(Array.from({ length: perTurn }, () => { const d = data(); return q.add('extract-facts', d, { jobId: `extract-${d.requestId}` }); }))));
-      bulk.push(await cpuPerJob(perTurn, () => q.addBulk(Array.from({ length: perTurn }, () => { const d = data(); return { name: 'extract-facts', data: d, opts: { jobId: `extract-${d.requestId}` } }; }))));
+      adds.push(await cpuPerJob(perTurn, () => Promise.all(Array.from({ length: perTurn }, () => { const d = data(); return q.add('extract-facts', d, opts(d)); }))));
+      bulk.push(await cpuPerJob(perTurn, () => q.addBulk(Array.from({ length: perTurn }, () => { const d = data(); return { name: 'extract-facts', data: d, opts: opts(d) }; }))));
     }
     rows.push({
       'chats per turn': perTurn,
