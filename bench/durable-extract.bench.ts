@@ -21,6 +21,12 @@ function turn(bytes: number): string {
   return words.slice(0, bytes);
 }
 
+/** A fresh extract-facts payload of `userText`, as the api validates it (a new request id each). */
+const payloadOf = (userText: string) => parsePayload('extract-facts', { apiKeyId: 'k1', sessionId: null, userText, requestId: crypto.randomUUID() });
+
+/** `n` calls of `fn`, their results in order. */
+const times = <T>(n: number, fn: () => T): T[] => Array.from({ length: n }, fn);
+
 /** Jobs per measured round of the per-turn table. */
 const PER_TURN_JOBS = 2000;
 
@@ -31,10 +37,12 @@ const PER_TURN_JOBS = 2000;
  */
 async function perTurnTable(queues: QueueLayer): Promise<Record<string, string | number>[]> {
   const text = turn(500);
-  const data = () => parsePayload('extract-facts', { apiKeyId: 'k1', sessionId: null, userText: text, requestId: crypto.randomUUID() });
   const q = queues.queue('extraction');
-  // The options the api's add sends (attempts, backoff, retention, the deterministic id).
-  const opts = (d: ReturnType<typeof data>) => jobOptions('extract-facts', d, `extract-facts-${d.requestId}`);
+  // A payload and the options the api's add sends with it (attempts, backoff, retention, the deterministic id).
+  const job = () => {
+    const data = payloadOf(text);
+    return { name: 'extract-facts' as const, data, opts: jobOptions('extract-facts', data, `extract-facts-${data.requestId}`) };
+  };
   const cpuPerJob = async (perTurn: number, once: () => Promise<unknown>): Promise<number> => {
     const turns = Math.ceil(PER_TURN_JOBS / perTurn);
     const c0 = process.cpuUsage();
@@ -49,9 +57,9 @@ async function perTurnTable(queues: QueueLayer): Promise<Record<string, string |
     const adds: number[] = [];
     const bulk: number[] = [];
     for (let r = 0; r < 3; r++) {
-      enqueue.push(await cpuPerJob(perTurn, () => Promise.all(Array.from({ length: perTurn }, () => queues.enqueue('extract-facts', data())))));
-      adds.push(await cpuPerJob(perTurn, () => Promise.all(Array.from({ length: perTurn }, () => { const d = data(); return q.add('extract-facts', d, opts(d)); }))));
-      bulk.push(await cpuPerJob(perTurn, () => q.addBulk(Array.from({ length: perTurn }, () => { const d = data(); return { name: 'extract-facts', data: d, opts: opts(d) }; }))));
+      enqueue.push(await cpuPerJob(perTurn, () => Promise.all(times(perTurn, () => queues.enqueue('extract-facts', payloadOf(text))))));
+      adds.push(await cpuPerJob(perTurn, () => Promise.all(times(perTurn, () => { const j = job(); return q.add(j.name, j.data, j.opts); }))));
+      bulk.push(await cpuPerJob(perTurn, () => q.addBulk(times(perTurn, job))));
     }
     rows.push({
       'chats per turn': perTurn,
@@ -82,7 +90,7 @@ export async function runDurableExtractBench(): Promise<void> {
     const table: Record<string, string | number>[] = [];
     for (const size of [500, 8192, 65_536]) {
       const text = turn(size);
-      const payload = () => parsePayload('extract-facts', { apiKeyId: 'k1', sessionId: null, userText: text, requestId: crypto.randomUUID() });
+      const payload = () => payloadOf(text);
       const times = { redisAdd: [] as number[], record: [] as number[], enqueue: [] as number[], claim: [] as number[] };
       for (let r = 0; r < ROUNDS; r++) {
         // Baseline: the same enqueue with the record switched off (what the api ran per chat before).
